@@ -1,0 +1,416 @@
+//! Settings: the spec's `HIPFILE_*` environment variables, the engine's own
+//! knobs, and the cuFile-style parameters (`hipFileSet*Parameter`), which are
+//! staged while the driver is closed and applied at open.
+//!
+//! Precedence for a knob that both a parameter and a variable can set:
+//! SetParameter > environment variable > default (cuFile API Reference §5.1.9).
+//! A malformed variable is reported once on stderr and its default is used.
+
+use crate::gpu::RuntimeChoice;
+use crate::log_warn;
+
+/// How reads reach storage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadMode {
+    /// Per chunk: a buffered read with RWF_NOWAIT is served from the page cache
+    /// when the range is resident; whatever is not resident is read with O_DIRECT.
+    Auto,
+    /// Always O_DIRECT (when the file allows it); the page cache is bypassed.
+    Direct,
+    /// Always through the page cache.
+    Buffered,
+}
+
+/// Engine settings, resolved once when the driver opens.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// Worker (submission) threads, one io_uring each. `HIPFILE_IO_THREADS`.
+    pub io_threads: usize,
+    /// Bytes per chunk, the unit a request is split into. `HIPFILE_CHUNK_KB`.
+    pub chunk_bytes: usize,
+    /// Bounce slots (chunks in flight) per worker. `HIPFILE_QUEUE_DEPTH`.
+    pub slots_per_worker: usize,
+    /// io_uring submission-queue entries per worker ring.
+    pub ring_entries: u32,
+    /// `HIPFILE_READ_MODE` = auto | direct | buffered.
+    pub read_mode: ReadMode,
+    /// `HIPFILE_GPU_RUNTIME` = auto | cuda | hip | none.
+    pub gpu_runtime: RuntimeChoice,
+    /// `HIPFILE_REGISTER_BUFFERS`: register bounce slabs with io_uring (READ_FIXED).
+    pub register_buffers: bool,
+    /// `HIPFILE_PIN_BUFFERS`: page-lock bounce slabs with the GPU runtime.
+    pub pin_buffers: bool,
+    /// `HIPFILE_WRITE_SYNC`: sync writes are durable (fdatasync) before they return.
+    pub write_sync: bool,
+    /// `HIPFILE_ALLOW_COMPAT_MODE` (spec §5.9): the bounce path may be used.
+    pub allow_compat_mode: bool,
+    /// `HIPFILE_FORCE_COMPAT_MODE` (spec §5.9): never use a vendor fast path.
+    pub force_compat_mode: bool,
+    /// `HIPFILE_UNSUPPORTED_FILE_SYSTEMS` (spec §5.9).
+    pub unsupported_file_systems: bool,
+    /// `HIPFILE_STATS_LEVEL`, clamped to 3.
+    pub stats_level: u32,
+    /// Largest batch (`PropertiesIOBatchsize`).
+    pub max_batch_entries: u32,
+    /// `PropertiesBatchIOTimeoutMs`.
+    pub batch_timeout_ms: u32,
+}
+
+/// Measured defaults (GPU-MACHINE.md, H200 host, 4 GiB page-cache-hot file):
+/// 4 MiB chunks with 12 threads reached 50.0 GB/s of the 54.7 GB/s pinned link
+/// in a C prototype; 1 MiB chunks topped at 41.9 and 16 MiB at 36.0, so the
+/// chunk stays at 4 MiB and the thread count at min(cores, 12).
+pub const DEFAULT_CHUNK_BYTES: usize = 4 << 20;
+pub const DEFAULT_MAX_THREADS: usize = 12;
+/// Two slots are enough to overlap one read with one copy; four also hide
+/// jitter in either stage. 12 workers × 4 × 4 MiB = 192 MiB of pinned memory.
+pub const DEFAULT_SLOTS_PER_WORKER: usize = 4;
+
+impl Default for Config {
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(4);
+        Config {
+            io_threads: cores.clamp(1, DEFAULT_MAX_THREADS),
+            chunk_bytes: DEFAULT_CHUNK_BYTES,
+            slots_per_worker: DEFAULT_SLOTS_PER_WORKER,
+            ring_entries: 64,
+            read_mode: ReadMode::Auto,
+            gpu_runtime: RuntimeChoice::Auto,
+            register_buffers: true,
+            pin_buffers: true,
+            write_sync: true,
+            allow_compat_mode: true,
+            force_compat_mode: false,
+            unsupported_file_systems: false,
+            stats_level: 1,
+            max_batch_entries: 128,
+            batch_timeout_ms: 5,
+        }
+    }
+}
+
+/// Something that reads variables: the process environment, or a map in tests.
+pub trait Env {
+    fn get(&self, name: &str) -> Option<String>;
+}
+
+pub struct ProcessEnv;
+
+impl Env for ProcessEnv {
+    fn get(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+}
+
+impl Env for [(&str, &str)] {
+    fn get(&self, name: &str) -> Option<String> {
+        self.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| (*v).to_string())
+    }
+}
+
+/// Boolean as upstream parses it: only case-insensitive "true"/"false"; anything
+/// else keeps the default (and is reported).
+pub fn parse_bool(name: &str, value: &str) -> Option<bool> {
+    if value.eq_ignore_ascii_case("true") {
+        Some(true)
+    } else if value.eq_ignore_ascii_case("false") {
+        Some(false)
+    } else {
+        log_warn!("{name}={value:?} is not \"true\" or \"false\"; using the default");
+        None
+    }
+}
+
+/// Unsigned as upstream parses it: the whole string in base 10, saturating at
+/// `u32::MAX`; anything else keeps the default (and is reported).
+pub fn parse_unsigned(name: &str, value: &str) -> Option<u32> {
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        log_warn!("{name}={value:?} is not an unsigned decimal number; using the default");
+        return None;
+    }
+    // All digits: the only failure left is overflow, which saturates.
+    Some(
+        value
+            .parse::<u64>()
+            .map_or(u32::MAX, |v| v.min(u32::MAX as u64) as u32),
+    )
+}
+
+fn env_bool(env: &(impl Env + ?Sized), name: &str, default: bool) -> bool {
+    env.get(name)
+        .and_then(|v| parse_bool(name, &v))
+        .unwrap_or(default)
+}
+
+fn env_unsigned(env: &(impl Env + ?Sized), name: &str) -> Option<u32> {
+    env.get(name).and_then(|v| parse_unsigned(name, &v))
+}
+
+fn env_choice<T: Copy>(
+    env: &(impl Env + ?Sized),
+    name: &str,
+    choices: &[(&str, T)],
+    default: T,
+) -> T {
+    let Some(v) = env.get(name) else {
+        return default;
+    };
+    match choices.iter().find(|(k, _)| v.eq_ignore_ascii_case(k)) {
+        Some((_, t)) => *t,
+        None => {
+            let names: Vec<&str> = choices.iter().map(|(k, _)| *k).collect();
+            log_warn!("{name}={v:?} is not one of {names:?}; using the default");
+            default
+        }
+    }
+}
+
+impl Config {
+    /// Settings from the process environment (see [`Config::from_env_with`]).
+    pub fn from_env() -> Config {
+        Config::from_env_with(&ProcessEnv)
+    }
+
+    /// Settings from `env`, over the measured defaults. Out-of-range values are
+    /// clamped to what the engine can do, with a warning.
+    pub fn from_env_with(env: &(impl Env + ?Sized)) -> Config {
+        let mut c = Config::default();
+        if let Some(n) = env_unsigned(env, "HIPFILE_IO_THREADS") {
+            c.io_threads = clamp_warn("HIPFILE_IO_THREADS", n as usize, 1, 256);
+        }
+        if let Some(kb) = env_unsigned(env, "HIPFILE_CHUNK_KB") {
+            // Multiples of 4 KiB keep every chunk boundary DIO-aligned.
+            let kb = clamp_warn("HIPFILE_CHUNK_KB", kb as usize, 4, 256 * 1024);
+            c.chunk_bytes = (kb & !3) << 10;
+        }
+        if let Some(n) = env_unsigned(env, "HIPFILE_QUEUE_DEPTH") {
+            c.slots_per_worker = clamp_warn("HIPFILE_QUEUE_DEPTH", n as usize, 1, 64);
+        }
+        c.ring_entries = (c.slots_per_worker as u32 * 4).next_power_of_two().max(64);
+        c.read_mode = env_choice(
+            env,
+            "HIPFILE_READ_MODE",
+            &[
+                ("auto", ReadMode::Auto),
+                ("direct", ReadMode::Direct),
+                ("buffered", ReadMode::Buffered),
+            ],
+            c.read_mode,
+        );
+        c.gpu_runtime = env_choice(
+            env,
+            "HIPFILE_GPU_RUNTIME",
+            &[
+                ("auto", RuntimeChoice::Auto),
+                ("cuda", RuntimeChoice::Cuda),
+                ("hip", RuntimeChoice::Hip),
+                ("none", RuntimeChoice::None),
+            ],
+            c.gpu_runtime,
+        );
+        c.register_buffers = env_bool(env, "HIPFILE_REGISTER_BUFFERS", c.register_buffers);
+        c.pin_buffers = env_bool(env, "HIPFILE_PIN_BUFFERS", c.pin_buffers);
+        c.write_sync = env_bool(env, "HIPFILE_WRITE_SYNC", c.write_sync);
+        c.allow_compat_mode = env_bool(env, "HIPFILE_ALLOW_COMPAT_MODE", c.allow_compat_mode);
+        c.force_compat_mode = env_bool(env, "HIPFILE_FORCE_COMPAT_MODE", c.force_compat_mode);
+        if c.force_compat_mode && !c.allow_compat_mode {
+            // Upstream: FORCE=true with ALLOW=false warns and keeps the fallback on.
+            log_warn!(
+                "HIPFILE_FORCE_COMPAT_MODE=true overrides HIPFILE_ALLOW_COMPAT_MODE=false; \
+                 the compatibility path stays enabled"
+            );
+            c.allow_compat_mode = true;
+        }
+        c.unsupported_file_systems = env_bool(
+            env,
+            "HIPFILE_UNSUPPORTED_FILE_SYSTEMS",
+            c.unsupported_file_systems,
+        );
+        if let Some(l) = env_unsigned(env, "HIPFILE_STATS_LEVEL") {
+            c.stats_level = l.min(3);
+        }
+        c
+    }
+
+    /// Pinned bounce memory the engine allocates at open, in bytes.
+    pub fn bounce_bytes(&self) -> usize {
+        self.io_threads * self.slots_per_worker * self.slot_bytes()
+    }
+
+    /// One bounce slot: a chunk plus room to widen both ends to a 4 KiB DIO
+    /// boundary (a 4 MiB chunk at offset 4095 covers 4096 + 4 MiB + 4096 at most).
+    pub fn slot_bytes(&self) -> usize {
+        self.chunk_bytes + 2 * crate::file::MAX_DIO_ALIGN
+    }
+}
+
+fn clamp_warn(name: &str, v: usize, lo: usize, hi: usize) -> usize {
+    let c = v.clamp(lo, hi);
+    if c != v {
+        log_warn!("{name}={v} is outside {lo}..={hi}; using {c}");
+    }
+    c
+}
+
+// ---------------------------------------------------------------------------
+// cuFile-style parameters (hipFileSet/Get*Parameter), spec §2.9 and §5.8.
+
+/// `hipFileSizeTConfigParameter_t` ordinals.
+pub const SIZE_T_PARAMS: usize = 12;
+/// `hipFileBoolConfigParameter_t` ordinals.
+pub const BOOL_PARAMS: usize = 12;
+/// `hipFileStringConfigParameter_t` ordinals.
+pub const STRING_PARAMS: usize = 3;
+
+pub mod param {
+    pub const PROFILE_STATS: usize = 0;
+    pub const EXECUTION_MAX_IO_QUEUE_DEPTH: usize = 1;
+    pub const EXECUTION_MAX_IO_THREADS: usize = 2;
+    pub const EXECUTION_MIN_IO_THRESHOLD_SIZE_KB: usize = 3;
+    pub const EXECUTION_MAX_REQUEST_PARALLELISM: usize = 4;
+    pub const PROPERTIES_MAX_DIRECT_IO_SIZE_KB: usize = 5;
+    pub const PROPERTIES_MAX_DEVICE_CACHE_SIZE_KB: usize = 6;
+    pub const PROPERTIES_PER_BUFFER_CACHE_SIZE_KB: usize = 7;
+    pub const PROPERTIES_MAX_DEVICE_PINNED_MEM_SIZE_KB: usize = 8;
+    pub const PROPERTIES_IO_BATCHSIZE: usize = 9;
+    pub const POLLTHRESHOLD_SIZE_KB: usize = 10;
+    pub const PROPERTIES_BATCH_IO_TIMEOUT_MS: usize = 11;
+
+    pub const B_PROPERTIES_USE_POLL_MODE: usize = 0;
+    pub const B_PROPERTIES_ALLOW_COMPAT_MODE: usize = 1;
+    pub const B_FORCE_COMPAT_MODE: usize = 2;
+    pub const B_FS_MISC_API_CHECK_AGGRESSIVE: usize = 3;
+    pub const B_EXECUTION_PARALLEL_IO: usize = 4;
+    pub const B_PROFILE_NVTX: usize = 5;
+    pub const B_PROPERTIES_ALLOW_SYSTEM_MEMORY: usize = 6;
+    pub const B_USE_PCIP2PDMA: usize = 7;
+    pub const B_PREFER_IO_URING: usize = 8;
+    pub const B_FORCE_ODIRECT_MODE: usize = 9;
+    pub const B_SKIP_TOPOLOGY_DETECTION: usize = 10;
+    pub const B_STREAM_MEMOPS_BYPASS: usize = 11;
+
+    pub const S_LOGGING_LEVEL: usize = 0;
+    pub const S_ENV_LOGFILE_PATH: usize = 1;
+    pub const S_LOG_DIR: usize = 2;
+}
+
+/// The parameter table: staged while the driver is closed, live while open.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Params {
+    pub size_t: [u64; SIZE_T_PARAMS],
+    pub bools: [bool; BOOL_PARAMS],
+    pub strings: [String; STRING_PARAMS],
+}
+
+impl Default for Params {
+    /// The project's defaults (spec §5.8). `ExecutionMaxIOThreads` reads back 0,
+    /// meaning "the library's default", as cuFile does.
+    fn default() -> Self {
+        Params {
+            size_t: [0, 128, 0, 8192, 4, 16384, 131072, 1024, 33554432, 128, 4, 5],
+            bools: [
+                false, true, false, false, true, false, true, false, true, false, false, true,
+            ],
+            strings: ["ERROR".to_string(), String::new(), ".".to_string()],
+        }
+    }
+}
+
+impl Params {
+    /// Apply parameters onto env-derived settings (parameters win where set).
+    pub fn apply(&self, c: &mut Config) {
+        let threads = self.size_t[param::EXECUTION_MAX_IO_THREADS];
+        if threads != 0 {
+            c.io_threads = (threads as usize).clamp(1, 256);
+        }
+        c.max_batch_entries = self.size_t[param::PROPERTIES_IO_BATCHSIZE].clamp(1, 1024) as u32;
+        c.batch_timeout_ms =
+            self.size_t[param::PROPERTIES_BATCH_IO_TIMEOUT_MS].min(u32::MAX as u64) as u32;
+        if !self.bools[param::B_PROPERTIES_ALLOW_COMPAT_MODE] {
+            c.allow_compat_mode = false;
+        }
+        if self.bools[param::B_FORCE_COMPAT_MODE] {
+            c.force_compat_mode = true;
+            c.allow_compat_mode = true;
+        }
+        if self.bools[param::B_FORCE_ODIRECT_MODE] {
+            c.read_mode = ReadMode::Direct;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bools_parse_like_upstream() {
+        assert_eq!(parse_bool("X", "TRUE"), Some(true));
+        assert_eq!(parse_bool("X", "false"), Some(false));
+        assert_eq!(parse_bool("X", "1"), None);
+        assert_eq!(parse_bool("X", "yes"), None);
+    }
+
+    #[test]
+    fn unsigned_parse_like_upstream() {
+        assert_eq!(parse_unsigned("X", "12"), Some(12));
+        assert_eq!(parse_unsigned("X", "12x"), None);
+        assert_eq!(parse_unsigned("X", "99999999999"), Some(u32::MAX));
+        assert_eq!(parse_unsigned("X", ""), None);
+        assert_eq!(parse_unsigned("X", "-3"), None);
+    }
+
+    #[test]
+    fn env_overrides_and_malformed_values_keep_defaults() {
+        let d = Config::default();
+        let env: &[(&str, &str)] = &[
+            ("HIPFILE_IO_THREADS", "3"),
+            ("HIPFILE_CHUNK_KB", "1027"),
+            ("HIPFILE_QUEUE_DEPTH", "many"),
+            ("HIPFILE_READ_MODE", "Direct"),
+            ("HIPFILE_GPU_RUNTIME", "opencl"),
+        ];
+        let c = Config::from_env_with(env);
+        assert_eq!(c.io_threads, 3);
+        assert_eq!(
+            c.chunk_bytes,
+            1024 << 10,
+            "chunks are rounded down to 4 KiB"
+        );
+        assert_eq!(c.slots_per_worker, d.slots_per_worker);
+        assert_eq!(c.read_mode, ReadMode::Direct);
+        assert_eq!(c.gpu_runtime, RuntimeChoice::Auto);
+    }
+
+    #[test]
+    fn force_compat_keeps_fallback_enabled() {
+        let env: &[(&str, &str)] = &[
+            ("HIPFILE_FORCE_COMPAT_MODE", "true"),
+            ("HIPFILE_ALLOW_COMPAT_MODE", "false"),
+        ];
+        let c = Config::from_env_with(env);
+        assert!(c.force_compat_mode);
+        assert!(c.allow_compat_mode);
+    }
+
+    #[test]
+    fn stats_level_is_clamped() {
+        let env: &[(&str, &str)] = &[("HIPFILE_STATS_LEVEL", "7")];
+        assert_eq!(Config::from_env_with(env).stats_level, 3);
+    }
+
+    #[test]
+    fn params_apply_over_env() {
+        let mut p = Params::default();
+        assert_eq!(p.size_t[param::EXECUTION_MAX_IO_THREADS], 0);
+        p.size_t[param::EXECUTION_MAX_IO_THREADS] = 5;
+        let env: &[(&str, &str)] = &[("HIPFILE_IO_THREADS", "3")];
+        let mut c = Config::from_env_with(env);
+        p.apply(&mut c);
+        assert_eq!(c.io_threads, 5);
+    }
+}

@@ -1,0 +1,334 @@
+//! A registered file: the caller's descriptor, a buffered and (where the
+//! filesystem allows it) an O_DIRECT descriptor, the DIO alignments from statx,
+//! and the filesystem from /proc/self/mountinfo (spec §5.3).
+
+use crate::error::{Error, OpError, Result};
+use crate::{log_debug, log_warn};
+use std::ffi::CString;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Largest DIO alignment the bounce slots are sized for (see `Config::slot_bytes`).
+/// Files that need more are read and written through the page cache.
+pub const MAX_DIO_ALIGN: usize = 4096;
+
+/// Filesystem facts from the mount table.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MountInfo {
+    pub fs_type: String,
+    pub options: String,
+}
+
+impl MountInfo {
+    /// ext4 with `data=ordered` (a missing `data=` option means ordered).
+    pub fn is_ext4_ordered(&self) -> bool {
+        self.fs_type == "ext4"
+            && !self
+                .options
+                .split(',')
+                .any(|o| o.starts_with("data=") && o != "data=ordered")
+    }
+}
+
+/// A file registered with the engine.
+#[derive(Debug)]
+pub struct File {
+    /// The caller's descriptor; never closed by us.
+    pub client_fd: RawFd,
+    /// Descriptor for page-cache I/O (the client's, or one we opened).
+    pub buffered_fd: RawFd,
+    /// Descriptor with O_DIRECT, if the filesystem supports it.
+    pub direct_fd: Option<RawFd>,
+    /// Descriptors we opened and must close exactly once.
+    owned_fds: Vec<RawFd>,
+    /// The caller opened the file with O_DIRECT: writes go around the page cache too.
+    pub client_direct: bool,
+    pub readable: bool,
+    pub writable: bool,
+    /// statx `stx_dio_mem_align` (4096 when statx does not say; 0 without O_DIRECT).
+    pub dio_mem_align: u32,
+    /// statx `stx_dio_offset_align` (same rules).
+    pub dio_offset_align: u32,
+    pub is_block_device: bool,
+    pub is_regular_file: bool,
+    pub mount: MountInfo,
+    /// I/O operations currently using this file (deregistration refuses while > 0).
+    pub inflight: AtomicUsize,
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+fn reopen(fd: RawFd, flags: i32) -> std::result::Result<RawFd, i32> {
+    let path = CString::new(format!("/proc/self/fd/{fd}")).map_err(|_| libc::EINVAL)?;
+    // SAFETY: `path` is a valid NUL-terminated string; open has no other preconditions.
+    let nfd = unsafe { libc::open(path.as_ptr(), flags) };
+    if nfd < 0 {
+        Err(errno())
+    } else {
+        Ok(nfd)
+    }
+}
+
+/// Parse /proc/self/mountinfo for the mount whose device is `major:minor`.
+/// Field 3 is `major:minor`; after the ` - ` separator come fs type, source, super options.
+pub fn parse_mountinfo(text: &str, major: u32, minor: u32) -> Option<MountInfo> {
+    let want = format!("{major}:{minor}");
+    let mut found = None;
+    for line in text.lines() {
+        let mut fields = line.split(' ');
+        let dev = fields.nth(2);
+        if dev != Some(want.as_str()) {
+            continue;
+        }
+        let (pre, post) = line.split_once(" - ")?;
+        let mount_opts = pre.split(' ').nth(5).unwrap_or("");
+        let mut post = post.split(' ');
+        let fs_type = post.next()?.to_string();
+        let _source = post.next();
+        let super_opts = post.next().unwrap_or("");
+        // The last matching line is the one visible at the top of the mount stack.
+        found = Some(MountInfo {
+            fs_type,
+            options: format!("{mount_opts},{super_opts}"),
+        });
+    }
+    found
+}
+
+impl File {
+    /// Probe and register `fd` (spec §5.3 steps 3–5).
+    ///
+    /// Errors: a bad descriptor or failed probe → `InternalError` (5030, as upstream);
+    /// O_APPEND or O_PATH → `InvalidFileOpenFlag` (5019: positional writes cannot be
+    /// honoured); anything but a regular file or block device → `InvalidFileType` (5018).
+    pub fn probe(fd: RawFd) -> Result<File> {
+        // SAFETY: statx writes only into `stx`, a properly sized, owned struct.
+        let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+        let empty = c"";
+        // SAFETY: `empty` is NUL-terminated and `stx` is valid for writes.
+        let rc = unsafe {
+            libc::statx(
+                fd,
+                empty.as_ptr(),
+                libc::AT_EMPTY_PATH,
+                libc::STATX_TYPE | libc::STATX_MODE | libc::STATX_DIOALIGN,
+                &mut stx,
+            )
+        };
+        if rc != 0 {
+            let e = errno();
+            log_warn!("hipFileHandleRegister: statx(fd {fd}) failed: errno {e}");
+            return Err(OpError::InternalError.into());
+        }
+        // SAFETY: fcntl(F_GETFL) only reads the descriptor's flags.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        if flags < 0 {
+            log_warn!(
+                "hipFileHandleRegister: fcntl(fd {fd}, F_GETFL) failed: errno {}",
+                errno()
+            );
+            return Err(OpError::InternalError.into());
+        }
+        if flags & libc::O_PATH != 0 || flags & libc::O_APPEND != 0 {
+            log_warn!(
+                "hipFileHandleRegister: fd {fd} was opened with {}: positional I/O cannot be honoured",
+                if flags & libc::O_PATH != 0 { "O_PATH" } else { "O_APPEND" }
+            );
+            return Err(OpError::InvalidFileOpenFlag.into());
+        }
+        let fmt = stx.stx_mode as u32 & libc::S_IFMT;
+        let is_regular_file = fmt == libc::S_IFREG;
+        let is_block_device = fmt == libc::S_IFBLK;
+        if !is_regular_file && !is_block_device {
+            log_warn!(
+                "hipFileHandleRegister: fd {fd} is not a regular file or block device (mode {:o})",
+                stx.stx_mode
+            );
+            return Err(OpError::InvalidFileType.into());
+        }
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| {
+            log_warn!("hipFileHandleRegister: cannot read /proc/self/mountinfo: {e}");
+            Error::Op(OpError::InternalError)
+        })?;
+        // For a block device the interesting device is the one it is (rdev), but
+        // the filesystem checks apply to regular files only, so use dev for both.
+        let mount = parse_mountinfo(&mountinfo, stx.stx_dev_major, stx.stx_dev_minor)
+            .unwrap_or_else(|| MountInfo {
+                fs_type: if is_block_device {
+                    "bdev".into()
+                } else {
+                    "unknown".into()
+                },
+                options: String::new(),
+            });
+
+        let accmode = flags & libc::O_ACCMODE;
+        let readable = accmode == libc::O_RDONLY || accmode == libc::O_RDWR;
+        let writable = accmode == libc::O_WRONLY || accmode == libc::O_RDWR;
+        let client_direct = flags & libc::O_DIRECT != 0;
+        // Flags that are meaningful for a reopen: access mode plus a few behaviour bits.
+        let keep = flags & (libc::O_ACCMODE | libc::O_NOATIME | libc::O_SYNC | libc::O_DSYNC);
+
+        let mut owned_fds = Vec::new();
+        let (buffered_fd, direct_fd) = if client_direct {
+            let b = reopen(fd, (keep | libc::O_CLOEXEC) & !libc::O_DIRECT).map_err(|e| {
+                log_warn!(
+                    "hipFileHandleRegister: reopening fd {fd} without O_DIRECT failed: errno {e}"
+                );
+                Error::Op(OpError::InternalError)
+            })?;
+            owned_fds.push(b);
+            (b, Some(fd))
+        } else {
+            match reopen(fd, keep | libc::O_DIRECT | libc::O_CLOEXEC) {
+                Ok(d) => {
+                    owned_fds.push(d);
+                    (fd, Some(d))
+                }
+                Err(libc::EINVAL) => {
+                    log_debug!(
+                        "fd {fd}: the filesystem ({}) refuses O_DIRECT; page cache only",
+                        mount.fs_type
+                    );
+                    (fd, None)
+                }
+                Err(e) => {
+                    log_warn!(
+                        "hipFileHandleRegister: reopening fd {fd} with O_DIRECT failed: errno {e}"
+                    );
+                    return Err(OpError::InternalError.into());
+                }
+            }
+        };
+        let (dio_mem_align, dio_offset_align) = if direct_fd.is_none() {
+            (0, 0)
+        } else if stx.stx_mask & libc::STATX_DIOALIGN != 0 && stx.stx_dio_offset_align != 0 {
+            (stx.stx_dio_mem_align, stx.stx_dio_offset_align)
+        } else {
+            (4096, 4096)
+        };
+        Ok(File {
+            client_fd: fd,
+            buffered_fd,
+            direct_fd,
+            owned_fds,
+            client_direct,
+            readable,
+            writable,
+            dio_mem_align,
+            dio_offset_align,
+            is_block_device,
+            is_regular_file,
+            mount,
+            inflight: AtomicUsize::new(0),
+        })
+    }
+
+    /// The O_DIRECT descriptor and its alignment, if O_DIRECT I/O is possible with
+    /// the engine's bounce slots (alignment a power of two no larger than 4 KiB).
+    pub fn direct(&self) -> Option<(RawFd, u64)> {
+        let a = self.dio_offset_align.max(self.dio_mem_align) as u64;
+        match self.direct_fd {
+            Some(fd) if a.is_power_of_two() && a as usize <= MAX_DIO_ALIGN => Some((fd, a)),
+            _ => None,
+        }
+    }
+
+    /// Whether the filesystem is one the vendor fast paths accept (spec §5.5 rule 5).
+    pub fn on_supported_fs(&self, unsupported_ok: bool) -> bool {
+        self.is_block_device
+            || (self.is_regular_file
+                && (unsupported_ok || self.mount.is_ext4_ordered() || self.mount.fs_type == "xfs"))
+    }
+
+    pub fn busy(&self) -> bool {
+        self.inflight.load(Ordering::Acquire) > 0
+    }
+}
+
+impl Drop for File {
+    fn drop(&mut self) {
+        for &fd in &self.owned_fds {
+            // SAFETY: we opened `fd` and close it exactly once, here.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+/// Keeps a file marked busy while an operation uses it.
+pub struct InflightGuard<'a>(&'a File);
+
+impl<'a> InflightGuard<'a> {
+    pub fn new(f: &'a File) -> Self {
+        f.inflight.fetch_add(1, Ordering::AcqRel);
+        InflightGuard(f)
+    }
+}
+
+impl Drop for InflightGuard<'_> {
+    fn drop(&mut self) {
+        self.0.inflight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    const MI: &str = "\
+22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw,errors=remount-ro
+23 22 0:21 / /dev/shm rw,nosuid,nodev shared:2 - tmpfs tmpfs rw,size=1024k
+24 22 8:2 / /data rw,relatime shared:3 - ext4 /dev/sda2 rw,data=writeback
+25 22 8:3 / /x rw shared:4 - xfs /dev/sda3 rw,attr2";
+
+    #[test]
+    fn mountinfo_parsing() {
+        let m = parse_mountinfo(MI, 8, 1).unwrap();
+        assert_eq!(m.fs_type, "ext4");
+        assert!(m.is_ext4_ordered(), "missing data= means ordered");
+        let m = parse_mountinfo(MI, 8, 2).unwrap();
+        assert!(!m.is_ext4_ordered());
+        assert_eq!(parse_mountinfo(MI, 0, 21).unwrap().fs_type, "tmpfs");
+        assert_eq!(parse_mountinfo(MI, 8, 3).unwrap().fs_type, "xfs");
+        assert!(parse_mountinfo(MI, 9, 9).is_none());
+    }
+
+    #[test]
+    fn probe_regular_file_and_reject_others() {
+        let dir = std::env::temp_dir();
+        let path = dir.join(format!("hipfile-probe-{}", std::process::id()));
+        let f = std::fs::File::create(&path).unwrap();
+        let reg = File::probe(f.as_raw_fd()).unwrap();
+        assert!(reg.is_regular_file);
+        assert!(reg.writable && !reg.readable);
+        assert_eq!(reg.client_fd, f.as_raw_fd());
+        drop(reg);
+        // The client's descriptor stays open after the registration is gone.
+        // SAFETY: fcntl(F_GETFD) on a descriptor we own only queries it.
+        assert!(unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFD) } >= 0);
+
+        let d = std::fs::File::open(&dir).unwrap();
+        assert_eq!(
+            File::probe(d.as_raw_fd()).unwrap_err(),
+            Error::Op(OpError::InvalidFileType)
+        );
+        assert_eq!(
+            File::probe(-1).unwrap_err(),
+            Error::Op(OpError::InternalError)
+        );
+        let a = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        assert_eq!(
+            File::probe(a.as_raw_fd()).unwrap_err(),
+            Error::Op(OpError::InvalidFileOpenFlag)
+        );
+        std::fs::remove_file(&path).unwrap();
+    }
+}

@@ -1,0 +1,1143 @@
+//! `TestGpu`: a TEST DOUBLE of a GPU runtime, for engine tests on machines
+//! without a GPU. It is never the answer to a GPU test: it only lets the
+//! engine's logic (ordering, events, stream-ordered waits, error paths) run
+//! where no device exists.
+//!
+//! What it models, and why each choice makes bugs visible:
+//!
+//! - `n` devices whose "device memory" is host memory the engine cannot reach:
+//!   `device_alloc` hands out addresses in a private window starting at
+//!   `0x0000_DE00_0000_0000` (above the 47-bit user address space of x86-64,
+//!   so the CPU faults and the kernel answers `EFAULT` if anything dereferences
+//!   one). Addresses are never reused, and allocations are separated by a
+//!   guard gap, so stale or overrunning pointers do not land in another
+//!   allocation. Fresh allocations are filled with [`FRESH_DEVICE_BYTE`] so
+//!   that data which was never copied shows.
+//! - Every stream (including the NULL stream `Stream(0)`, created lazily) has
+//!   its own executor thread with a FIFO queue. Copies, event records and
+//!   wait/write-value operations run there, in order, after the enqueueing
+//!   call has returned; [`TestGpu::set_copy_delay`] slows copies down so that
+//!   a missing wait shows up as wrong data rather than as luck.
+//! - Events complete only when their stream's thread reaches the record.
+//! - `stream_wait_value32` parks the stream until the 32-bit host word is
+//!   `>= value` (plain unsigned comparison, as the trait documents; CUDA's
+//!   `GEQ` is a cyclic comparison, which only differs across a wrap of 2^31).
+//! - Fault injection: [`TestGpu::fail_next_copies`] makes the next copies fail
+//!   at enqueue time with `GpuError::Driver { call: "test-copy", code: 999 }`.
+//!
+//! Stricter than a real runtime where that catches engine bugs: wait/write
+//! value words must lie in memory registered with `host_register`, and the
+//! host side of a copy must not be a (fake) device address.
+//!
+//! Executor threads stop when the `TestGpu` is dropped (queued work that has
+//! not run by then is discarded).
+
+use super::{DevPtr, Event, Gpu, GpuError, GpuResult, MemKind, PtrInfo, Stream};
+use std::cell::Cell;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Start of the fake device address space (device `d` owns the window
+/// `DEVICE_WINDOW_BASE + d * DEVICE_WINDOW_BYTES ..`).
+const DEVICE_WINDOW_BASE: u64 = 0x0000_DE00_0000_0000;
+/// 64 GiB of never-reused addresses per device.
+const DEVICE_WINDOW_BYTES: u64 = 1 << 36;
+/// At most this many devices: 256 windows of 64 GiB end at 0x0000_EE00_0000_0000.
+const MAX_DEVICES: i32 = 256;
+/// `cudaMalloc` aligns to 256 bytes; so does the double.
+const ALLOC_ALIGN_BYTES: u64 = 256;
+/// Gap left between allocations, so an overrun does not reach the next one.
+const GUARD_BYTES: u64 = 64 * 1024;
+/// Byte that fills fresh device allocations.
+pub const FRESH_DEVICE_BYTE: u8 = 0xA5;
+/// Code of the injected copy failure.
+pub const INJECTED_COPY_ERROR: i32 = 999;
+/// First stream and event handles: distinct ranges, so swapping them fails.
+const STREAM_HANDLE_BASE: usize = 0x5_0000;
+const EVENT_HANDLE_BASE: usize = 0xE_0000;
+
+static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// (instance, device) made current on this thread by `bind_thread`.
+    static CURRENT: Cell<(u64, i32)> = const { Cell::new((0, 0)) };
+}
+
+/// Lock a mutex, ignoring poisoning: the double's state stays consistent
+/// because no code path panics while holding a lock.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn wait<'a, T>(cv: &Condvar, g: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+    cv.wait(g).unwrap_or_else(|e| e.into_inner())
+}
+
+/// One fake device allocation.
+struct Storage {
+    device: i32,
+    len: usize,
+    bytes: Mutex<Box<[u8]>>,
+}
+
+/// Completion state of one event: records are numbered; the event is
+/// complete when the latest record has been processed.
+#[derive(Default)]
+struct EventState {
+    gens: Mutex<EventGens>,
+    cv: Condvar,
+}
+
+#[derive(Default)]
+struct EventGens {
+    recorded: u64,
+    done: u64,
+}
+
+/// A host pointer moved to an executor thread.
+struct HostPtr(*mut u8);
+// SAFETY: the pointer is only dereferenced by the executor thread, within the
+// lifetime the caller of the unsafe copy method promised.
+unsafe impl Send for HostPtr {}
+
+/// A registered 32-bit host word moved to an executor thread.
+struct WordPtr(*const AtomicU32);
+// SAFETY: as for `HostPtr`; all accesses are atomic.
+unsafe impl Send for WordPtr {}
+
+enum Op {
+    HtoD {
+        src: HostPtr,
+        dst: Arc<Storage>,
+        offset: usize,
+        len: usize,
+    },
+    DtoH {
+        dst: HostPtr,
+        src: Arc<Storage>,
+        offset: usize,
+        len: usize,
+    },
+    Record {
+        event: Arc<EventState>,
+        gen: u64,
+    },
+    WaitValue {
+        word: WordPtr,
+        value: u32,
+    },
+    WriteValue {
+        word: WordPtr,
+        value: u32,
+    },
+}
+
+#[derive(Default)]
+struct Queue {
+    ops: VecDeque<Op>,
+    enqueued: u64,
+    completed: u64,
+    /// Set by `stream_destroy`: drain, then exit.
+    closing: bool,
+}
+
+/// One stream: its queue, drained in order by its own thread.
+struct StreamExec {
+    device: i32,
+    queue: Mutex<Queue>,
+    /// Wakes the executor (new work, shutdown) and synchronizers (progress).
+    cv: Condvar,
+}
+
+/// State shared with executor threads.
+struct Shared {
+    shutdown: AtomicBool,
+    copy_delay_ns: AtomicU64,
+}
+
+/// The test double; see the module documentation.
+pub struct TestGpu {
+    id: u64,
+    n_devices: i32,
+    shared: Arc<Shared>,
+    allocs: Mutex<BTreeMap<u64, Arc<Storage>>>,
+    /// Next free offset in each device's window.
+    next_offset: Mutex<Vec<u64>>,
+    host_regs: Mutex<BTreeMap<u64, usize>>,
+    streams: Mutex<HashMap<usize, Arc<StreamExec>>>,
+    events: Mutex<HashMap<usize, Arc<EventState>>>,
+    next_handle: AtomicUsize,
+    copies_issued: AtomicU64,
+    fail_copies: AtomicU32,
+    threads: Mutex<Vec<(Arc<StreamExec>, JoinHandle<()>)>>,
+}
+
+impl TestGpu {
+    /// A test double with `n_devices` devices (clamped to `0..=256`).
+    pub fn new(n_devices: i32) -> TestGpu {
+        let n = n_devices.clamp(0, MAX_DEVICES);
+        TestGpu {
+            id: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
+            n_devices: n,
+            shared: Arc::new(Shared {
+                shutdown: AtomicBool::new(false),
+                copy_delay_ns: AtomicU64::new(0),
+            }),
+            allocs: Mutex::new(BTreeMap::new()),
+            next_offset: Mutex::new(vec![0; n as usize]),
+            host_regs: Mutex::new(BTreeMap::new()),
+            streams: Mutex::new(HashMap::new()),
+            events: Mutex::new(HashMap::new()),
+            next_handle: AtomicUsize::new(0),
+            copies_issued: AtomicU64::new(0),
+            fail_copies: AtomicU32::new(0),
+            threads: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Test helper: write `data` into device memory at `ptr`, synchronously
+    /// (it does not wait for queued copies; synchronize first if it matters).
+    ///
+    /// # Panics
+    /// When `ptr..ptr+data.len()` is not inside one live allocation.
+    pub fn write_device(&self, ptr: u64, data: &[u8]) {
+        let (st, off) = match self.device_range(ptr, data.len()) {
+            Ok(r) => r,
+            Err(e) => panic!("TestGpu::write_device({ptr:#x}, {} bytes): {e}", data.len()),
+        };
+        lock(&st.bytes)[off..off + data.len()].copy_from_slice(data);
+    }
+
+    /// Test helper: read `len` bytes of device memory at `ptr`, synchronously.
+    ///
+    /// # Panics
+    /// When `ptr..ptr+len` is not inside one live allocation.
+    pub fn read_device(&self, ptr: u64, len: usize) -> Vec<u8> {
+        let (st, off) = match self.device_range(ptr, len) {
+            Ok(r) => r,
+            Err(e) => panic!("TestGpu::read_device({ptr:#x}, {len} bytes): {e}"),
+        };
+        let bytes = lock(&st.bytes);
+        bytes[off..off + len].to_vec()
+    }
+
+    /// Copies accepted so far (both directions; failed and empty ones excluded).
+    pub fn copies_issued(&self) -> u64 {
+        self.copies_issued.load(Ordering::Relaxed)
+    }
+
+    /// Fault hook: the next `n` copy calls fail with
+    /// `GpuError::Driver { call: "test-copy", code: 999 }` and enqueue nothing.
+    pub fn fail_next_copies(&self, n: u32) {
+        self.fail_copies.store(n, Ordering::Relaxed);
+    }
+
+    /// Each copy sleeps `d` on its stream thread before it moves data.
+    pub fn set_copy_delay(&self, d: Duration) {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.shared.copy_delay_ns.store(ns, Ordering::Relaxed);
+    }
+
+    fn check_device(&self, device: i32) -> GpuResult<()> {
+        if (0..self.n_devices).contains(&device) {
+            Ok(())
+        } else {
+            Err(GpuError::InvalidValue("device ordinal out of range"))
+        }
+    }
+
+    /// True when `addr` lies in the fake device address space (allocated or not).
+    fn in_device_window(addr: u64) -> bool {
+        let end = DEVICE_WINDOW_BASE + MAX_DEVICES as u64 * DEVICE_WINDOW_BYTES;
+        (DEVICE_WINDOW_BASE..end).contains(&addr)
+    }
+
+    /// The allocation holding `ptr..ptr+len`, and the offset of `ptr` in it.
+    fn device_range(&self, ptr: u64, len: usize) -> GpuResult<(Arc<Storage>, usize)> {
+        let allocs = lock(&self.allocs);
+        let (base, st) = allocs
+            .range(..=ptr)
+            .next_back()
+            .ok_or(GpuError::InvalidValue(
+                "not device memory of the test double",
+            ))?;
+        let off = ptr - base;
+        if off >= st.len as u64 {
+            return Err(GpuError::InvalidValue(
+                "not device memory of the test double",
+            ));
+        }
+        let off = off as usize;
+        if len > st.len - off {
+            return Err(GpuError::InvalidValue(
+                "copy runs past the end of the device allocation",
+            ));
+        }
+        Ok((st.clone(), off))
+    }
+
+    /// The registration holding `addr..addr+len`, if any.
+    fn registered(&self, addr: u64, len: u64) -> Option<(u64, usize)> {
+        let regs = lock(&self.host_regs);
+        let (&base, &rlen) = regs.range(..=addr).next_back()?;
+        let end = base.checked_add(rlen as u64)?;
+        let want_end = addr.checked_add(len)?;
+        (want_end <= end).then_some((base, rlen))
+    }
+
+    fn check_host_side(ptr: *const u8, len: usize) -> GpuResult<()> {
+        if ptr.is_null() {
+            return Err(GpuError::InvalidValue("null host pointer"));
+        }
+        if Self::in_device_window(ptr as u64) {
+            return Err(GpuError::InvalidValue(
+                "host side of a copy is a (fake) device address",
+            ));
+        }
+        if (ptr as u64).checked_add(len as u64).is_none() {
+            return Err(GpuError::InvalidValue("host range wraps"));
+        }
+        Ok(())
+    }
+
+    fn check_word(&self, addr: *mut u32) -> GpuResult<()> {
+        if addr.is_null() || (addr as usize) % std::mem::align_of::<u32>() != 0 {
+            return Err(GpuError::InvalidValue("host word is null or misaligned"));
+        }
+        if self.registered(addr as u64, 4).is_none() {
+            return Err(GpuError::InvalidValue(
+                "host word is not in registered host memory (host_register it first)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Consume one injected failure, if armed.
+    fn injected_failure(&self) -> bool {
+        self.fail_copies
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
+    fn spawn_exec(&self, device: i32, handle: usize) -> GpuResult<Arc<StreamExec>> {
+        let exec = Arc::new(StreamExec {
+            device,
+            queue: Mutex::new(Queue::default()),
+            cv: Condvar::new(),
+        });
+        let (e, s) = (exec.clone(), self.shared.clone());
+        let join = std::thread::Builder::new()
+            .name(format!("testgpu-stream-{handle:#x}"))
+            .spawn(move || run_stream(&e, &s))
+            .map_err(|e| GpuError::Driver {
+                call: "test-stream-create",
+                code: e.raw_os_error().unwrap_or(-1),
+            })?;
+        let mut threads = lock(&self.threads);
+        // Forget threads of destroyed streams that have finished draining.
+        threads.retain(|(_, j)| !j.is_finished());
+        threads.push((exec.clone(), join));
+        Ok(exec)
+    }
+
+    fn exec(&self, stream: Stream) -> GpuResult<Arc<StreamExec>> {
+        let mut streams = lock(&self.streams);
+        if let Some(e) = streams.get(&stream.0) {
+            return Ok(e.clone());
+        }
+        if stream.0 == 0 {
+            // The NULL stream: one executor, created on first use (device 0's).
+            let e = self.spawn_exec(0, 0)?;
+            streams.insert(0, e.clone());
+            return Ok(e);
+        }
+        Err(GpuError::InvalidValue("unknown stream"))
+    }
+
+    fn event(&self, event: Event) -> GpuResult<Arc<EventState>> {
+        lock(&self.events)
+            .get(&event.0)
+            .cloned()
+            .ok_or(GpuError::InvalidValue("unknown event"))
+    }
+
+    fn enqueue(exec: &StreamExec, op: Op) -> GpuResult<()> {
+        let mut q = lock(&exec.queue);
+        if q.closing {
+            return Err(GpuError::InvalidValue("stream was destroyed"));
+        }
+        q.ops.push_back(op);
+        q.enqueued += 1;
+        exec.cv.notify_all();
+        Ok(())
+    }
+}
+
+/// Body of a stream's executor thread.
+fn run_stream(exec: &StreamExec, shared: &Shared) {
+    loop {
+        let op = {
+            let mut q = lock(&exec.queue);
+            loop {
+                if shared.shutdown.load(Ordering::Acquire) {
+                    return;
+                }
+                if let Some(op) = q.ops.pop_front() {
+                    break op;
+                }
+                if q.closing {
+                    return;
+                }
+                q = wait(&exec.cv, q);
+            }
+        };
+        if !execute(op, shared) {
+            return;
+        }
+        let mut q = lock(&exec.queue);
+        q.completed += 1;
+        exec.cv.notify_all();
+    }
+}
+
+/// Run one operation; false when shutdown interrupted it.
+fn execute(op: Op, shared: &Shared) -> bool {
+    let copy_delay = || {
+        let ns = shared.copy_delay_ns.load(Ordering::Relaxed);
+        if ns > 0 {
+            std::thread::sleep(Duration::from_nanos(ns));
+        }
+    };
+    match op {
+        Op::HtoD {
+            src,
+            dst,
+            offset,
+            len,
+        } => {
+            copy_delay();
+            let mut bytes = lock(&dst.bytes);
+            // SAFETY: `offset + len <= dst.len` was checked at enqueue and the
+            // storage never changes size; the caller of `copy_htod_async`
+            // promised `src..src+len` stays valid until the copy has finished,
+            // and device storage is private to the double, so they cannot overlap.
+            unsafe {
+                std::ptr::copy_nonoverlapping(src.0, bytes.as_mut_ptr().add(offset), len);
+            }
+        }
+        Op::DtoH {
+            dst,
+            src,
+            offset,
+            len,
+        } => {
+            copy_delay();
+            let bytes = lock(&src.bytes);
+            // SAFETY: bounds checked at enqueue as above; the caller of
+            // `copy_dtoh_async` promised `dst..dst+len` stays valid and
+            // untouched until the copy has finished.
+            unsafe {
+                std::ptr::copy_nonoverlapping(bytes.as_ptr().add(offset), dst.0, len);
+            }
+        }
+        Op::Record { event, gen } => {
+            let mut g = lock(&event.gens);
+            g.done = g.done.max(gen);
+            event.cv.notify_all();
+        }
+        Op::WaitValue { word, value } => {
+            // SAFETY: the word was checked to be aligned and registered, and
+            // the caller promised it outlives the wait; every access is atomic.
+            let w = unsafe { &*word.0 };
+            let mut spins = 0u32;
+            while w.load(Ordering::Acquire) < value {
+                if shared.shutdown.load(Ordering::Acquire) {
+                    return false;
+                }
+                if spins < 64 {
+                    spins += 1;
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+            }
+        }
+        Op::WriteValue { word, value } => {
+            // SAFETY: as for `WaitValue`.
+            let w = unsafe { &*word.0 };
+            w.store(value, Ordering::Release);
+        }
+    }
+    true
+}
+
+impl Drop for TestGpu {
+    fn drop(&mut self) {
+        self.shared.shutdown.store(true, Ordering::Release);
+        let threads = std::mem::take(&mut *lock(&self.threads));
+        for (exec, _) in &threads {
+            // Take the lock so that an executor between its check and its wait
+            // does not miss the wake-up.
+            let _q = lock(&exec.queue);
+            exec.cv.notify_all();
+        }
+        for (_, join) in threads {
+            let _ = join.join();
+        }
+    }
+}
+
+impl Gpu for TestGpu {
+    fn name(&self) -> &'static str {
+        "test-double"
+    }
+
+    fn device_count(&self) -> i32 {
+        self.n_devices
+    }
+
+    fn pointer_info(&self, ptr: u64) -> GpuResult<PtrInfo> {
+        {
+            let allocs = lock(&self.allocs);
+            if let Some((&base, st)) = allocs.range(..=ptr).next_back() {
+                if ptr - base < st.len as u64 {
+                    return Ok(PtrInfo {
+                        kind: MemKind::Device { device: st.device },
+                        alloc_base: base,
+                        alloc_bytes: st.len as u64,
+                    });
+                }
+            }
+        }
+        if let Some((base, len)) = self.registered(ptr, 1) {
+            return Ok(PtrInfo {
+                kind: MemKind::PinnedHost,
+                alloc_base: base,
+                alloc_bytes: len as u64,
+            });
+        }
+        Ok(PtrInfo {
+            kind: MemKind::PageableHost,
+            alloc_base: ptr,
+            alloc_bytes: u64::MAX - ptr,
+        })
+    }
+
+    fn current_device(&self) -> GpuResult<i32> {
+        let (id, dev) = CURRENT.with(|c| c.get());
+        Ok(if id == self.id { dev } else { 0 })
+    }
+
+    fn bind_thread(&self, device: i32) -> GpuResult<()> {
+        self.check_device(device)?;
+        CURRENT.with(|c| c.set((self.id, device)));
+        Ok(())
+    }
+
+    unsafe fn host_register(&self, ptr: *mut u8, len: usize) -> GpuResult<()> {
+        if ptr.is_null() || len == 0 {
+            return Err(GpuError::InvalidValue("null or empty host range"));
+        }
+        if Self::in_device_window(ptr as u64) {
+            return Err(GpuError::InvalidValue("host_register of a device address"));
+        }
+        let start = ptr as u64;
+        let end = start
+            .checked_add(len as u64)
+            .ok_or(GpuError::InvalidValue("host range wraps"))?;
+        let mut regs = lock(&self.host_regs);
+        let overlaps_before = regs
+            .range(..=start)
+            .next_back()
+            .is_some_and(|(&b, &l)| b + l as u64 > start);
+        let overlaps_after = regs.range(start..end).next().is_some();
+        if overlaps_before || overlaps_after {
+            // CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
+            return Err(GpuError::Driver {
+                call: "test-host-register",
+                code: 712,
+            });
+        }
+        regs.insert(start, len);
+        Ok(())
+    }
+
+    unsafe fn host_unregister(&self, ptr: *mut u8) -> GpuResult<()> {
+        match lock(&self.host_regs).remove(&(ptr as u64)) {
+            Some(_) => Ok(()),
+            // CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
+            None => Err(GpuError::Driver {
+                call: "test-host-unregister",
+                code: 713,
+            }),
+        }
+    }
+
+    fn stream_create(&self, device: i32) -> GpuResult<Stream> {
+        self.check_device(device)?;
+        let handle = STREAM_HANDLE_BASE + self.next_handle.fetch_add(1, Ordering::Relaxed);
+        let exec = self.spawn_exec(device, handle)?;
+        lock(&self.streams).insert(handle, exec);
+        Ok(Stream(handle))
+    }
+
+    fn stream_destroy(&self, stream: Stream) {
+        if stream.0 == 0 {
+            return; // the NULL stream lives as long as the runtime
+        }
+        if let Some(exec) = lock(&self.streams).remove(&stream.0) {
+            // Like cuStreamDestroy: queued work still runs, then the thread exits.
+            let mut q = lock(&exec.queue);
+            q.closing = true;
+            exec.cv.notify_all();
+        }
+    }
+
+    fn stream_device(&self, stream: Stream) -> GpuResult<i32> {
+        if stream.0 == 0 {
+            return self.current_device();
+        }
+        Ok(self.exec(stream)?.device)
+    }
+
+    fn stream_synchronize(&self, stream: Stream) -> GpuResult<()> {
+        let exec = self.exec(stream)?;
+        let mut q = lock(&exec.queue);
+        let target = q.enqueued;
+        while q.completed < target && !self.shared.shutdown.load(Ordering::Acquire) {
+            q = wait(&exec.cv, q);
+        }
+        Ok(())
+    }
+
+    unsafe fn copy_htod_async(
+        &self,
+        dst: DevPtr,
+        src: *const u8,
+        len: usize,
+        stream: Stream,
+    ) -> GpuResult<()> {
+        let exec = self.exec(stream)?;
+        if len == 0 {
+            return Ok(());
+        }
+        Self::check_host_side(src, len)?;
+        let (storage, offset) = self.device_range(dst, len)?;
+        if self.injected_failure() {
+            return Err(GpuError::Driver {
+                call: "test-copy",
+                code: INJECTED_COPY_ERROR,
+            });
+        }
+        let op = Op::HtoD {
+            src: HostPtr(src as *mut u8),
+            dst: storage,
+            offset,
+            len,
+        };
+        Self::enqueue(&exec, op)?;
+        self.copies_issued.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    unsafe fn copy_dtoh_async(
+        &self,
+        dst: *mut u8,
+        src: DevPtr,
+        len: usize,
+        stream: Stream,
+    ) -> GpuResult<()> {
+        let exec = self.exec(stream)?;
+        if len == 0 {
+            return Ok(());
+        }
+        Self::check_host_side(dst, len)?;
+        let (storage, offset) = self.device_range(src, len)?;
+        if self.injected_failure() {
+            return Err(GpuError::Driver {
+                call: "test-copy",
+                code: INJECTED_COPY_ERROR,
+            });
+        }
+        let op = Op::DtoH {
+            dst: HostPtr(dst),
+            src: storage,
+            offset,
+            len,
+        };
+        Self::enqueue(&exec, op)?;
+        self.copies_issued.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn device_alloc(&self, device: i32, len: usize) -> GpuResult<DevPtr> {
+        self.check_device(device)?;
+        if len == 0 {
+            return Err(GpuError::InvalidValue("zero-byte device allocation"));
+        }
+        let out_of_memory = GpuError::Driver {
+            call: "test-alloc",
+            code: 2, // CUDA_ERROR_OUT_OF_MEMORY
+        };
+        let mut bytes = Vec::new();
+        bytes
+            .try_reserve_exact(len)
+            .map_err(|_| out_of_memory.clone())?;
+        bytes.resize(len, FRESH_DEVICE_BYTE);
+        let rounded = (len as u64).div_ceil(ALLOC_ALIGN_BYTES) * ALLOC_ALIGN_BYTES;
+        let base = {
+            let mut next = lock(&self.next_offset);
+            let off = next[device as usize];
+            let new_next = off + rounded + GUARD_BYTES;
+            if new_next > DEVICE_WINDOW_BYTES {
+                return Err(out_of_memory);
+            }
+            next[device as usize] = new_next;
+            DEVICE_WINDOW_BASE + device as u64 * DEVICE_WINDOW_BYTES + off
+        };
+        let storage = Arc::new(Storage {
+            device,
+            len,
+            bytes: Mutex::new(bytes.into_boxed_slice()),
+        });
+        lock(&self.allocs).insert(base, storage);
+        Ok(base)
+    }
+
+    unsafe fn device_free(&self, ptr: DevPtr) -> GpuResult<()> {
+        // Queued copies hold their own reference to the storage, so freeing
+        // early is a logic error of the caller but never a use-after-free here.
+        match lock(&self.allocs).remove(&ptr) {
+            Some(_) => Ok(()),
+            None => Err(GpuError::InvalidValue(
+                "not the base of a device allocation",
+            )),
+        }
+    }
+
+    fn event_create(&self) -> GpuResult<Event> {
+        let handle = EVENT_HANDLE_BASE + self.next_handle.fetch_add(1, Ordering::Relaxed);
+        lock(&self.events).insert(handle, Arc::new(EventState::default()));
+        Ok(Event(handle))
+    }
+
+    fn event_destroy(&self, event: Event) {
+        // A record still queued keeps its own reference; it completes harmlessly.
+        lock(&self.events).remove(&event.0);
+    }
+
+    fn event_record(&self, event: Event, stream: Stream) -> GpuResult<()> {
+        let ev = self.event(event)?;
+        let exec = self.exec(stream)?;
+        let gen = {
+            let mut g = lock(&ev.gens);
+            g.recorded += 1;
+            g.recorded
+        };
+        Self::enqueue(&exec, Op::Record { event: ev, gen })
+    }
+
+    fn event_query(&self, event: Event) -> GpuResult<bool> {
+        let ev = self.event(event)?;
+        let g = lock(&ev.gens);
+        Ok(g.done >= g.recorded)
+    }
+
+    fn event_synchronize(&self, event: Event) -> GpuResult<()> {
+        let ev = self.event(event)?;
+        let mut g = lock(&ev.gens);
+        let target = g.recorded;
+        while g.done < target {
+            g = wait(&ev.cv, g);
+        }
+        Ok(())
+    }
+
+    unsafe fn stream_wait_value32(
+        &self,
+        stream: Stream,
+        host_addr: *mut u32,
+        value: u32,
+    ) -> GpuResult<()> {
+        let exec = self.exec(stream)?;
+        self.check_word(host_addr)?;
+        let word = WordPtr(host_addr as *const AtomicU32);
+        Self::enqueue(&exec, Op::WaitValue { word, value })
+    }
+
+    unsafe fn stream_write_value32(
+        &self,
+        stream: Stream,
+        host_addr: *mut u32,
+        value: u32,
+    ) -> GpuResult<()> {
+        let exec = self.exec(stream)?;
+        self.check_word(host_addr)?;
+        let word = WordPtr(host_addr as *const AtomicU32);
+        Self::enqueue(&exec, Op::WriteValue { word, value })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    /// A registered, heap-pinned host word (the double only checks registration).
+    struct Word {
+        cell: Box<AtomicU32>,
+    }
+
+    impl Word {
+        fn new(gpu: &TestGpu) -> Word {
+            let cell = Box::new(AtomicU32::new(0));
+            let w = Word { cell };
+            // SAFETY: the box lives until the word is dropped, after the tests
+            // synchronize every stream that uses it.
+            unsafe { gpu.host_register(w.ptr() as *mut u8, 4) }.unwrap();
+            w
+        }
+        fn ptr(&self) -> *mut u32 {
+            self.cell.as_ptr()
+        }
+        fn get(&self) -> u32 {
+            self.cell.load(Ordering::Acquire)
+        }
+        fn set(&self, v: u32) {
+            self.cell.store(v, Ordering::Release);
+        }
+    }
+
+    #[test]
+    fn device_addresses_are_not_host_addresses() {
+        let gpu = TestGpu::new(2);
+        let a = gpu.device_alloc(0, 4096).unwrap();
+        let b = gpu.device_alloc(1, 10).unwrap();
+        // Above the 47-bit user address space: dereferencing faults.
+        assert!(a >= 1 << 47 && b >= 1 << 47);
+        assert_eq!(a % ALLOC_ALIGN_BYTES, 0);
+        assert_ne!(a, b);
+        assert_eq!(gpu.read_device(a, 4096), vec![FRESH_DEVICE_BYTE; 4096]);
+
+        let info = gpu.pointer_info(b + 3).unwrap();
+        assert_eq!(info.kind, MemKind::Device { device: 1 });
+        assert_eq!((info.alloc_base, info.alloc_bytes), (b, 10));
+        // One past the end is not device memory.
+        assert_eq!(
+            gpu.pointer_info(b + 10).unwrap().kind,
+            MemKind::PageableHost
+        );
+
+        let mut host = vec![0u8; 64];
+        let hp = host.as_mut_ptr();
+        assert_eq!(
+            gpu.pointer_info(hp as u64).unwrap().kind,
+            MemKind::PageableHost
+        );
+        // SAFETY: `host` outlives the registration.
+        unsafe { gpu.host_register(hp, 64) }.unwrap();
+        let info = gpu.pointer_info(hp as u64 + 63).unwrap();
+        assert_eq!(info.kind, MemKind::PinnedHost);
+        assert_eq!((info.alloc_base, info.alloc_bytes), (hp as u64, 64));
+        // SAFETY: registered just above and unused by any copy.
+        assert!(unsafe { gpu.host_register(hp.wrapping_add(8), 8) }.is_err());
+        // SAFETY: as above.
+        unsafe { gpu.host_unregister(hp) }.unwrap();
+        assert_eq!(
+            gpu.pointer_info(hp as u64).unwrap().kind,
+            MemKind::PageableHost
+        );
+
+        // SAFETY: nothing uses `a` any more.
+        unsafe { gpu.device_free(a) }.unwrap();
+        assert_eq!(gpu.pointer_info(a).unwrap().kind, MemKind::PageableHost);
+        // Addresses are never reused.
+        assert!(gpu.device_alloc(0, 4096).unwrap() > a);
+    }
+
+    #[test]
+    fn copies_are_asynchronous_and_ordered() {
+        let gpu = TestGpu::new(1);
+        let s = gpu.stream_create(0).unwrap();
+        let dev = gpu.device_alloc(0, 1024).unwrap();
+        let delay = Duration::from_millis(20);
+        gpu.set_copy_delay(delay);
+        // Park the stream first, so that "nothing ran yet" is certain rather
+        // than a bet on scheduling.
+        let gate = Word::new(&gpu);
+
+        let first = vec![1u8; 1024];
+        let second = vec![2u8; 1024];
+        let mut back = vec![0u8; 1024];
+        // SAFETY: the word and buffers live until the stream is synchronized below.
+        unsafe {
+            gpu.stream_wait_value32(s, gate.ptr(), 1).unwrap();
+            gpu.copy_htod_async(dev, first.as_ptr(), 1024, s).unwrap();
+            gpu.copy_htod_async(dev, second.as_ptr(), 1024, s).unwrap();
+            gpu.copy_dtoh_async(back.as_mut_ptr(), dev, 1024, s)
+                .unwrap();
+        }
+        // The calls returned; no copy has run.
+        assert_eq!(gpu.copies_issued(), 3);
+        assert_eq!(gpu.read_device(dev, 1024), vec![FRESH_DEVICE_BYTE; 1024]);
+
+        let released = Instant::now();
+        gate.set(1);
+        gpu.stream_synchronize(s).unwrap();
+        // All three ran on the stream thread, one after the other.
+        assert!(released.elapsed() >= delay * 3);
+        // In order: the second write wins, and the read saw it.
+        assert_eq!(gpu.read_device(dev, 1024), second);
+        assert_eq!(back, second);
+        gpu.stream_destroy(s);
+    }
+
+    #[test]
+    fn copy_delay_shows_a_missing_wait() {
+        let gpu = TestGpu::new(1);
+        let dev = gpu.device_alloc(0, 64).unwrap();
+        gpu.set_copy_delay(Duration::from_millis(100));
+        let src = [6u8; 64];
+        let t0 = Instant::now();
+        // SAFETY: `src` outlives the synchronize below.
+        unsafe { gpu.copy_htod_async(dev, src.as_ptr(), 64, Stream(0)) }.unwrap();
+        let enqueue = t0.elapsed();
+        gpu.stream_synchronize(Stream(0)).unwrap();
+        // The enqueue did not wait for the (slow) copy; the synchronize did.
+        assert!(t0.elapsed() >= Duration::from_millis(100));
+        assert!(
+            enqueue < Duration::from_millis(100),
+            "enqueue took {enqueue:?}"
+        );
+        assert_eq!(gpu.read_device(dev, 64), src);
+    }
+
+    #[test]
+    fn events_track_completion() {
+        let gpu = TestGpu::new(1);
+        let s = gpu.stream_create(0).unwrap();
+        let ev = gpu.event_create().unwrap();
+        // Never recorded: complete, as in CUDA.
+        assert!(gpu.event_query(ev).unwrap());
+
+        let gate = Word::new(&gpu);
+        let dev = gpu.device_alloc(0, 8).unwrap();
+        let src = [7u8; 8];
+        gpu.set_copy_delay(Duration::from_millis(10));
+        // SAFETY: the word and `src` live until the event has completed.
+        unsafe {
+            gpu.stream_wait_value32(s, gate.ptr(), 1).unwrap();
+            gpu.copy_htod_async(dev, src.as_ptr(), 8, s).unwrap();
+        }
+        gpu.event_record(ev, s).unwrap();
+        assert!(!gpu.event_query(ev).unwrap());
+        gate.set(1);
+        gpu.event_synchronize(ev).unwrap();
+        assert!(gpu.event_query(ev).unwrap());
+        // Complete means the work before the record is done.
+        assert_eq!(gpu.read_device(dev, 8), src);
+
+        // Re-recording makes it pending again until the stream gets there.
+        gate.set(0);
+        // SAFETY: as above.
+        unsafe { gpu.stream_wait_value32(s, gate.ptr(), 2) }.unwrap();
+        gpu.event_record(ev, s).unwrap();
+        assert!(!gpu.event_query(ev).unwrap());
+        gate.set(2);
+        gpu.event_synchronize(ev).unwrap();
+        assert!(gpu.event_query(ev).unwrap());
+
+        // Unknown handles are errors, and stream/event handles do not mix.
+        assert!(gpu.event_query(Event(s.0)).is_err());
+        assert!(gpu.stream_synchronize(Stream(ev.0)).is_err());
+        gpu.event_destroy(ev);
+        assert!(gpu.event_query(ev).is_err());
+    }
+
+    #[test]
+    fn wait_value_parks_the_stream_until_the_host_releases_it() {
+        let gpu = TestGpu::new(1);
+        let s = gpu.stream_create(0).unwrap();
+        let gate = Word::new(&gpu);
+        let done = Word::new(&gpu);
+        let ev = gpu.event_create().unwrap();
+        let dev = gpu.device_alloc(0, 16).unwrap();
+        let src = [9u8; 16];
+        // SAFETY: the words and `src` outlive the synchronize at the end.
+        unsafe {
+            gpu.stream_wait_value32(s, gate.ptr(), 2).unwrap();
+            gpu.copy_htod_async(dev, src.as_ptr(), 16, s).unwrap();
+            gpu.stream_write_value32(s, done.ptr(), 5).unwrap();
+        }
+        gpu.event_record(ev, s).unwrap();
+
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!gpu.event_query(ev).unwrap());
+        assert_eq!(done.get(), 0);
+        assert_eq!(gpu.read_device(dev, 16), vec![FRESH_DEVICE_BYTE; 16]);
+
+        gate.set(1); // not yet >= 2
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!gpu.event_query(ev).unwrap());
+
+        gate.set(2);
+        gpu.event_synchronize(ev).unwrap();
+        assert_eq!(done.get(), 5);
+        assert_eq!(gpu.read_device(dev, 16), src);
+
+        // Unregistered words are refused.
+        let mut loose = 0u32;
+        // SAFETY: refused before anything is queued.
+        let r = unsafe { gpu.stream_wait_value32(s, &mut loose, 1) };
+        assert!(matches!(r, Err(GpuError::InvalidValue(_))));
+    }
+
+    #[test]
+    fn a_parked_stream_does_not_block_others() {
+        let gpu = TestGpu::new(2);
+        let parked = gpu.stream_create(0).unwrap();
+        let free = gpu.stream_create(1).unwrap();
+        assert_eq!(gpu.stream_device(parked).unwrap(), 0);
+        assert_eq!(gpu.stream_device(free).unwrap(), 1);
+        let gate = Word::new(&gpu);
+        let flag = Word::new(&gpu);
+        // SAFETY: the words outlive both streams' work (the gpu is dropped
+        // first, which stops the parked stream).
+        unsafe {
+            gpu.stream_wait_value32(parked, gate.ptr(), 1).unwrap();
+            gpu.stream_write_value32(free, flag.ptr(), 1).unwrap();
+        }
+        gpu.stream_synchronize(free).unwrap();
+        assert_eq!(flag.get(), 1);
+        drop(gpu); // must not hang on the parked stream
+    }
+
+    #[test]
+    fn fault_injection_fails_the_next_copies() {
+        let gpu = TestGpu::new(1);
+        let dev = gpu.device_alloc(0, 4).unwrap();
+        let src = [3u8; 4];
+        gpu.fail_next_copies(2);
+        let injected = Err(GpuError::Driver {
+            call: "test-copy",
+            code: 999,
+        });
+        // SAFETY: `src` outlives the synchronize below.
+        unsafe {
+            assert_eq!(
+                gpu.copy_htod_async(dev, src.as_ptr(), 4, Stream(0)),
+                injected
+            );
+            assert_eq!(
+                gpu.copy_htod_async(dev, src.as_ptr(), 4, Stream(0)),
+                injected
+            );
+            assert_eq!(gpu.copy_htod_async(dev, src.as_ptr(), 4, Stream(0)), Ok(()));
+        }
+        gpu.stream_synchronize(Stream(0)).unwrap();
+        assert_eq!(gpu.read_device(dev, 4), src);
+        assert_eq!(gpu.copies_issued(), 1);
+    }
+
+    #[test]
+    fn copies_are_bounds_checked() {
+        let gpu = TestGpu::new(1);
+        let dev = gpu.device_alloc(0, 100).unwrap();
+        let buf = [0u8; 200];
+        // SAFETY: every call below is refused before anything is queued.
+        unsafe {
+            assert!(gpu
+                .copy_htod_async(dev + 50, buf.as_ptr(), 51, Stream(0))
+                .is_err());
+            assert!(gpu
+                .copy_htod_async(dev + 100, buf.as_ptr(), 1, Stream(0))
+                .is_err());
+            // Host side given a device address: an engine bug, refused.
+            let other = gpu.device_alloc(0, 100).unwrap();
+            assert!(gpu
+                .copy_htod_async(dev, other as *const u8, 1, Stream(0))
+                .is_err());
+            assert!(gpu
+                .copy_htod_async(dev, buf.as_ptr(), 1, Stream(12345))
+                .is_err());
+        }
+        assert_eq!(gpu.copies_issued(), 0);
+    }
+
+    #[test]
+    fn destroy_drains_queued_work() {
+        let gpu = TestGpu::new(1);
+        let s = gpu.stream_create(0).unwrap();
+        let dev = gpu.device_alloc(0, 8).unwrap();
+        let src = [4u8; 8];
+        gpu.set_copy_delay(Duration::from_millis(20));
+        // SAFETY: `src` outlives the gpu, whose drop joins the executor.
+        unsafe { gpu.copy_htod_async(dev, src.as_ptr(), 8, s) }.unwrap();
+        gpu.stream_destroy(s);
+        assert!(gpu.stream_synchronize(s).is_err());
+        let t0 = Instant::now();
+        while gpu.read_device(dev, 8) != src {
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "queued copy never ran"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn current_device_is_per_thread_and_per_instance() {
+        let gpu = Arc::new(TestGpu::new(3));
+        assert_eq!(gpu.current_device().unwrap(), 0);
+        gpu.bind_thread(2).unwrap();
+        assert_eq!(gpu.current_device().unwrap(), 2);
+        assert_eq!(gpu.stream_device(Stream(0)).unwrap(), 2);
+        assert!(gpu.bind_thread(3).is_err());
+        let g = gpu.clone();
+        let other = std::thread::spawn(move || g.current_device().unwrap())
+            .join()
+            .unwrap();
+        assert_eq!(other, 0);
+        let second = TestGpu::new(3);
+        assert_eq!(second.current_device().unwrap(), 0);
+    }
+
+    #[test]
+    fn many_threads_many_streams() {
+        let gpu = Arc::new(TestGpu::new(2));
+        let workers: Vec<_> = (0..4)
+            .map(|i| {
+                let gpu = gpu.clone();
+                std::thread::spawn(move || {
+                    let dev_id = i % 2;
+                    gpu.bind_thread(dev_id).unwrap();
+                    let s = gpu.stream_create(dev_id).unwrap();
+                    let ev = gpu.event_create().unwrap();
+                    let dev = gpu.device_alloc(dev_id, 4096).unwrap();
+                    for round in 0..50u8 {
+                        let src = vec![round ^ i as u8; 4096];
+                        let mut back = vec![0u8; 4096];
+                        // SAFETY: both buffers outlive the event wait below.
+                        unsafe {
+                            gpu.copy_htod_async(dev, src.as_ptr(), 4096, s).unwrap();
+                            gpu.copy_dtoh_async(back.as_mut_ptr(), dev, 4096, s)
+                                .unwrap();
+                        }
+                        gpu.event_record(ev, s).unwrap();
+                        gpu.event_synchronize(ev).unwrap();
+                        assert_eq!(back, src);
+                    }
+                    gpu.event_destroy(ev);
+                    gpu.stream_destroy(s);
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        assert_eq!(gpu.copies_issued(), 4 * 50 * 2);
+    }
+}

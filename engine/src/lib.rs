@@ -1,0 +1,44 @@
+//! hipfile-engine: GPU-direct file I/O over io_uring.
+//!
+//! This crate holds all the logic of hipfile-rs behind a safe Rust API; the
+//! `ffi` crate wraps it in the hipFile C ABI.
+//!
+//! # Ownership and threading rules
+//! - An [`Engine`] owns one worker thread per configured I/O thread. Each worker
+//!   owns one io_uring, a slab of bounce buffers (registered with that ring and
+//!   pinned with the GPU runtime) and, lazily, one GPU stream per device. Only
+//!   the worker touches its ring (`ring.rs`).
+//! - A request is split into chunks aligned to the file's DIO alignment and
+//!   spread over the workers; every worker pipelines its chunks, so the storage
+//!   read of one chunk overlaps the GPU copy of the one before.
+//! - A bounce slot belongs to the kernel from the SQE push to its CQE, then to
+//!   the GPU until the copy's event has completed; only then is it reused.
+//! - [`File`] and buffer descriptions are reference counted; I/O holds a
+//!   reference, so deregistering while I/O is in flight is detectable.
+//! - Dropping the engine stops the workers after their in-flight work drains.
+
+pub mod batch;
+pub mod bounce;
+pub mod config;
+pub mod error;
+pub mod file;
+pub mod gpu;
+pub mod log;
+pub mod pipeline;
+pub mod registry;
+pub mod ring;
+pub mod stats;
+pub mod worker;
+
+pub use config::Config;
+pub use error::{Error, OpError, Result};
+pub use file::File;
+pub use gpu::{Gpu, MemKind, PtrInfo};
+pub use pipeline::{Completion, Direction, Engine, IoRequest, Memory};
+
+/// Linux's MAX_RW_COUNT with 4 KiB pages: `INT_MAX & ~(4096 - 1)`; one call
+/// never moves more (the kernel would clamp it too).
+pub const MAX_RW_COUNT: usize = 0x7fff_f000;
+
+/// Version reported by `hipFileGetVersion` (the header's macros).
+pub const VERSION: (u32, u32, u32) = (0, 2, 0);

@@ -1,0 +1,337 @@
+//! Driver state behind the C API (spec §5.1): the reference count, the
+//! registered files, buffers and streams, the parameter table, and the engine
+//! that exists while the count is above zero.
+//!
+//! One reader–writer lock guards the maps (shared for lookups, exclusive for
+//! changes); I/O holds no lock: it clones the `Arc`s it needs.
+
+use crate::batch::Batch;
+use crate::config::{Config, Params};
+use crate::error::{Error, OpError, Result};
+use crate::file::File;
+use crate::gpu::{self, Gpu, MemKind, PtrInfo};
+use crate::pipeline::{Engine, Memory};
+use crate::{log_info, log_warn};
+use std::collections::{BTreeMap, HashMap};
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// A registered buffer (`hipFileBufRegister`).
+#[derive(Debug)]
+pub struct BufferReg {
+    pub base: u64,
+    pub len: u64,
+    pub flags: i32,
+    pub info: PtrInfo,
+    /// I/O operations using it right now (deregistration refuses while > 0).
+    pub inflight: AtomicUsize,
+}
+
+/// A buffer as one I/O sees it: registered or temporary.
+#[derive(Clone, Debug)]
+pub struct ResolvedBuffer {
+    pub mem: Memory,
+    /// Bytes usable from the pointer on (registered length, or allocation end − ptr).
+    pub len: u64,
+    pub info: PtrInfo,
+    pub reg: Option<Arc<BufferReg>>,
+}
+
+/// A registered stream (`hipFileStreamRegister`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamReg {
+    pub flags: u32,
+    pub device: i32,
+}
+
+#[derive(Default)]
+pub struct State {
+    pub refcount: i64,
+    pub engine: Option<Engine>,
+    pub files: HashMap<usize, Arc<File>>,
+    pub fd_to_handle: HashMap<RawFd, usize>,
+    pub buffers: BTreeMap<u64, Arc<BufferReg>>,
+    pub streams: HashMap<usize, StreamReg>,
+    pub batches: HashMap<usize, Arc<Batch>>,
+    pub params: Params,
+    /// A DriverSet* call while closed locks Set*Parameter until an open/close cycle.
+    pub params_locked: bool,
+}
+
+pub struct Driver {
+    state: RwLock<State>,
+    gpu: OnceLock<Arc<dyn Gpu>>,
+    env: OnceLock<Config>,
+    /// Tests can run the driver over another runtime (the test double).
+    gpu_override: RwLock<Option<Arc<dyn Gpu>>>,
+}
+
+static DRIVER: OnceLock<Driver> = OnceLock::new();
+
+/// The process-wide driver, created on first use (never at load time).
+pub fn driver() -> &'static Driver {
+    DRIVER.get_or_init(|| Driver {
+        state: RwLock::new(State::default()),
+        gpu: OnceLock::new(),
+        env: OnceLock::new(),
+        gpu_override: RwLock::new(None),
+    })
+}
+
+impl Driver {
+    pub fn read(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn write(&self) -> RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Settings from the environment, read once per process.
+    pub fn env_config(&self) -> &Config {
+        self.env.get_or_init(Config::from_env)
+    }
+
+    /// The GPU runtime, loaded once per process on first need.
+    pub fn gpu(&self) -> Arc<dyn Gpu> {
+        if let Some(g) = self
+            .gpu_override
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            return g.clone();
+        }
+        self.gpu
+            .get_or_init(|| {
+                let g = gpu::load(self.env_config().gpu_runtime);
+                if g.has_devices() {
+                    log_info!(
+                        "GPU runtime: {} with {} device(s)",
+                        g.name(),
+                        g.device_count()
+                    );
+                } else {
+                    log_info!("no GPU runtime: host memory only");
+                }
+                g
+            })
+            .clone()
+    }
+
+    /// Use `gpu` instead of the loaded runtime (tests; takes effect at the next open).
+    pub fn set_gpu_override(&self, gpu: Option<Arc<dyn Gpu>>) {
+        *self.gpu_override.write().unwrap_or_else(|p| p.into_inner()) = gpu;
+    }
+
+    fn start_engine(&self, st: &mut State) -> Result<()> {
+        if st.engine.is_none() {
+            let mut cfg = self.env_config().clone();
+            st.params.apply(&mut cfg);
+            st.engine = Some(Engine::with_gpu(cfg, self.gpu())?);
+        }
+        Ok(())
+    }
+
+    /// `hipFileDriverOpen`: count + 1 (the engine starts at 0 → 1).
+    pub fn open(&self) -> Result<()> {
+        let mut st = self.write();
+        self.start_engine(&mut st)?;
+        st.refcount += 1;
+        Ok(())
+    }
+
+    /// Implicit initialisation: sets the count to 1 if it is 0, never above.
+    pub fn implicit_open(&self) -> Result<()> {
+        let mut st = self.write();
+        self.implicit_open_locked(&mut st)
+    }
+
+    fn implicit_open_locked(&self, st: &mut State) -> Result<()> {
+        if st.refcount == 0 {
+            self.start_engine(st)?;
+            st.refcount = 1;
+        }
+        Ok(())
+    }
+
+    /// `hipFileDriverClose`: count − 1; at 0 everything is cleared (buffers, then
+    /// files, streams) and the parameters revert to their defaults.
+    pub fn close(&self) -> Result<()> {
+        let (engine, batches) = {
+            let mut st = self.write();
+            if st.refcount <= 0 {
+                return Err(OpError::DriverNotInitialized.into());
+            }
+            st.refcount -= 1;
+            if st.refcount > 0 {
+                return Ok(());
+            }
+            st.buffers.clear();
+            st.files.clear();
+            st.fd_to_handle.clear();
+            st.streams.clear();
+            st.params = Params::default();
+            st.params_locked = false;
+            let batches: Vec<Arc<Batch>> = st.batches.drain().map(|(_, b)| b).collect();
+            (st.engine.take(), batches)
+        };
+        // Outside the lock: cancel batches (waits for their running entries), then
+        // drop the engine, which joins its workers after they drain.
+        for b in batches {
+            b.cancel();
+        }
+        drop(engine);
+        Ok(())
+    }
+
+    pub fn use_count(&self) -> i64 {
+        self.read().refcount
+    }
+
+    pub fn engine(&self) -> Option<Engine> {
+        self.read().engine.clone()
+    }
+
+    /// `hipFileHandleRegister` for an OpaqueFD descriptor.
+    pub fn register_handle(&self, fd: RawFd) -> Result<usize> {
+        if self.read().fd_to_handle.contains_key(&fd) {
+            return Err(OpError::HandleAlreadyRegistered.into());
+        }
+        let file = Arc::new(File::probe(fd)?);
+        let mut st = self.write();
+        if st.fd_to_handle.contains_key(&fd) {
+            return Err(OpError::HandleAlreadyRegistered.into());
+        }
+        self.implicit_open_locked(&mut st)?;
+        let handle = Arc::as_ptr(&file) as usize;
+        st.fd_to_handle.insert(fd, handle);
+        st.files.insert(handle, file);
+        Ok(handle)
+    }
+
+    /// `hipFileHandleDeregister`: unknown handles are ignored; a handle with I/O
+    /// in flight stays registered (the error is swallowed, as upstream).
+    pub fn deregister_handle(&self, handle: usize) {
+        let mut st = self.write();
+        let Some(f) = st.files.get(&handle) else {
+            return;
+        };
+        if f.busy() {
+            log_warn!("hipFileHandleDeregister: handle {handle:#x} has I/O in flight; it stays registered");
+            return;
+        }
+        let fd = f.client_fd;
+        st.files.remove(&handle);
+        st.fd_to_handle.remove(&fd);
+    }
+
+    pub fn file(&self, handle: usize) -> Option<Arc<File>> {
+        self.read().files.get(&handle).cloned()
+    }
+
+    /// Classify a pointer; runtime failures map to the spec's codes (§5.4 step 2).
+    pub fn pointer_info(&self, ptr: u64) -> Result<PtrInfo> {
+        match self.gpu().pointer_info(ptr) {
+            Ok(i) => Ok(i),
+            Err(gpu::GpuError::InvalidValue(_)) => Err(OpError::InvalidValue.into()),
+            Err(e) => Err(Error::Gpu(e)),
+        }
+    }
+
+    /// `hipFileBufRegister`. The count is set to 1 before validation (spec §5.1).
+    pub fn register_buffer(&self, ptr: u64, len: u64, flags: i32) -> Result<()> {
+        self.implicit_open()?;
+        if ptr == 0 {
+            return Err(OpError::InvalidValue.into());
+        }
+        let info = self.pointer_info(ptr)?;
+        let end = ptr.checked_add(len).ok_or(OpError::HipPointerRangeError)?;
+        if let MemKind::Device { .. } = info.kind {
+            let alloc_end = info.alloc_base.saturating_add(info.alloc_bytes);
+            if ptr < info.alloc_base || ptr >= alloc_end || end > alloc_end {
+                return Err(OpError::HipPointerRangeError.into());
+            }
+        }
+        let mut st = self.write();
+        if st.buffers.contains_key(&ptr) {
+            return Err(OpError::MemoryAlreadyRegistered.into());
+        }
+        st.buffers.insert(
+            ptr,
+            Arc::new(BufferReg {
+                base: ptr,
+                len,
+                flags,
+                info,
+                inflight: AtomicUsize::new(0),
+            }),
+        );
+        Ok(())
+    }
+
+    /// `hipFileBufDeregister`.
+    pub fn deregister_buffer(&self, ptr: u64) -> Result<()> {
+        let mut st = self.write();
+        if st.refcount == 0 {
+            return Err(OpError::DriverClosing.into());
+        }
+        let Some(b) = st.buffers.get(&ptr) else {
+            return Err(OpError::MemoryNotRegistered.into());
+        };
+        if b.inflight.load(Ordering::Acquire) > 0 {
+            return Err(OpError::InternalError.into());
+        }
+        st.buffers.remove(&ptr);
+        Ok(())
+    }
+
+    /// The buffer an I/O on `ptr` uses: the registration with that exact base,
+    /// or a temporary description from the pointer's attributes (spec §5.4).
+    pub fn resolve_buffer(&self, ptr: u64) -> Result<ResolvedBuffer> {
+        if ptr == 0 {
+            return Err(OpError::InvalidValue.into());
+        }
+        if let Some(b) = self.read().buffers.get(&ptr).cloned() {
+            return Ok(ResolvedBuffer {
+                mem: Memory::from_info(ptr, &b.info),
+                len: b.len,
+                info: b.info,
+                reg: Some(b),
+            });
+        }
+        let info = self.pointer_info(ptr)?;
+        let len = match info.kind {
+            MemKind::Device { .. } => (info.alloc_base + info.alloc_bytes).saturating_sub(ptr),
+            // Host memory has no known extent: the caller vouches for it.
+            _ => u64::MAX - ptr,
+        };
+        Ok(ResolvedBuffer {
+            mem: Memory::from_info(ptr, &info),
+            len,
+            info,
+            reg: None,
+        })
+    }
+}
+
+/// Marks a registered buffer busy for the life of an I/O.
+pub struct BufferUse(Option<Arc<BufferReg>>);
+
+impl BufferUse {
+    pub fn new(reg: Option<Arc<BufferReg>>) -> Self {
+        if let Some(r) = &reg {
+            r.inflight.fetch_add(1, Ordering::AcqRel);
+        }
+        BufferUse(reg)
+    }
+}
+
+impl Drop for BufferUse {
+    fn drop(&mut self) {
+        if let Some(r) = &self.0 {
+            r.inflight.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}

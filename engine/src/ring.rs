@@ -1,0 +1,315 @@
+//! The only module that touches io_uring submission and completion queues.
+//!
+//! A buffer handed to [`Ring::push`] belongs to the kernel until its completion
+//! has been returned by [`Ring::reap`]; callers track that in their in-flight
+//! tables. A [`FaultPlan`] can sit between the kernel and the caller to rewrite
+//! completions (tests only): short transfers, EINTR, EAGAIN, EIO, ENOSPC,
+//! ECANCELED, and reordering.
+
+use io_uring::{opcode, squeue, types, IoUring};
+use std::io;
+use std::os::fd::RawFd;
+
+/// One operation for the ring.
+#[derive(Clone, Copy, Debug)]
+pub enum Op {
+    Read {
+        fd: RawFd,
+        buf: *mut u8,
+        len: u32,
+        offset: u64,
+        /// Index of a registered buffer that contains `buf..buf+len` (READ_FIXED).
+        fixed: Option<u16>,
+        /// RWF_NOWAIT: fail with EAGAIN instead of blocking (page-cache probe).
+        nowait: bool,
+    },
+    Write {
+        fd: RawFd,
+        buf: *const u8,
+        len: u32,
+        offset: u64,
+        fixed: Option<u16>,
+    },
+    Fsync {
+        fd: RawFd,
+        datasync: bool,
+    },
+}
+
+impl Op {
+    pub fn len(&self) -> u32 {
+        match *self {
+            Op::Read { len, .. } | Op::Write { len, .. } => len,
+            Op::Fsync { .. } => 0,
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A completion: the caller's tag and the kernel's result (bytes or −errno).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cqe {
+    pub user_data: u64,
+    pub result: i32,
+}
+
+/// Rewrites completions between the kernel and the engine (fault injection).
+/// `op` is the operation that produced `cqe`. Returned completions are handed
+/// to the engine; a plan may hold some back (reordering) and must release them
+/// from `flush` when asked.
+pub trait FaultPlan: Send {
+    fn on_complete(&mut self, op: &Op, cqe: Cqe, out: &mut Vec<Cqe>);
+    /// Release held completions (called once nothing else is in the kernel).
+    fn flush(&mut self, out: &mut Vec<Cqe>);
+    /// How many completions the plan holds back right now.
+    fn holding(&self) -> usize;
+}
+
+pub struct Ring {
+    uring: IoUring,
+    /// Ops in flight by user_data, so a fault plan can see what it rewrites.
+    ops: std::collections::HashMap<u64, Op>,
+    faults: Option<Box<dyn FaultPlan>>,
+    unsubmitted: usize,
+}
+
+impl Ring {
+    pub fn new(entries: u32) -> io::Result<Ring> {
+        let uring = IoUring::builder()
+            .setup_single_issuer()
+            .build(entries)
+            .or_else(|_| {
+                // Older kernels (< 6.0) refuse SINGLE_ISSUER; it is only a hint.
+                IoUring::new(entries)
+            })?;
+        Ok(Ring {
+            uring,
+            ops: std::collections::HashMap::new(),
+            faults: None,
+            unsubmitted: 0,
+        })
+    }
+
+    pub fn set_fault_plan(&mut self, plan: Option<Box<dyn FaultPlan>>) {
+        self.faults = plan;
+    }
+
+    /// Register buffers for READ_FIXED/WRITE_FIXED. Fails (ENOMEM, EPERM) when
+    /// RLIMIT_MEMLOCK is too small; the caller then uses plain reads.
+    ///
+    /// # Safety
+    /// Every iovec must describe memory that stays mapped until the ring is dropped.
+    pub unsafe fn register_buffers(&mut self, iovecs: &[libc::iovec]) -> io::Result<()> {
+        // SAFETY: guaranteed by the caller (see above).
+        unsafe { self.uring.submitter().register_buffers(iovecs) }
+    }
+
+    /// Ops pushed whose completion the caller has not seen yet.
+    pub fn in_flight(&self) -> usize {
+        self.ops.len() + self.faults.as_ref().map_or(0, |p| p.holding())
+    }
+
+    /// Queue `op`, tagged `user_data` (unique among in-flight ops).
+    ///
+    /// # Safety
+    /// The memory `op` names must stay valid and unaliased until its completion
+    /// is returned by `reap`.
+    pub unsafe fn push(&mut self, op: Op, user_data: u64) -> io::Result<()> {
+        let entry = build_sqe(&op).user_data(user_data);
+        loop {
+            // SAFETY: the entry's buffers are valid until completion (caller's contract).
+            let pushed = unsafe { self.uring.submission().push(&entry) };
+            if pushed.is_ok() {
+                break;
+            }
+            // Submission queue full: hand what is queued to the kernel and retry.
+            self.submit()?;
+        }
+        self.unsubmitted += 1;
+        self.ops.insert(user_data, op);
+        Ok(())
+    }
+
+    /// Submit queued entries without waiting.
+    pub fn submit(&mut self) -> io::Result<()> {
+        self.submit_and_wait(0)
+    }
+
+    /// Submit queued entries and wait until at least `want` completions are
+    /// ready (or held by a fault plan).
+    pub fn submit_and_wait(&mut self, want: usize) -> io::Result<()> {
+        let want = want.min(self.ops.len());
+        loop {
+            match self.uring.submit_and_wait(want) {
+                Ok(_) => {
+                    self.unsubmitted = 0;
+                    return Ok(());
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                // CQ overflow backlog: the caller must reap first; report success so it does.
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Move ready completions into `out` (after the fault plan, if any).
+    pub fn reap(&mut self, out: &mut Vec<Cqe>) {
+        let mut raw = Vec::new();
+        for cqe in self.uring.completion() {
+            raw.push(Cqe {
+                user_data: cqe.user_data(),
+                result: cqe.result(),
+            });
+        }
+        for cqe in raw {
+            let Some(op) = self.ops.remove(&cqe.user_data) else {
+                continue;
+            };
+            match self.faults.as_mut() {
+                Some(plan) => plan.on_complete(&op, cqe, out),
+                None => out.push(cqe),
+            }
+        }
+        if self.ops.is_empty() {
+            if let Some(plan) = self.faults.as_mut() {
+                plan.flush(out);
+            }
+        }
+    }
+}
+
+fn build_sqe(op: &Op) -> squeue::Entry {
+    match *op {
+        Op::Read {
+            fd,
+            buf,
+            len,
+            offset,
+            fixed,
+            nowait,
+        } => {
+            let flags = if nowait { libc::RWF_NOWAIT } else { 0 };
+            match fixed {
+                Some(idx) => opcode::ReadFixed::new(types::Fd(fd), buf, len, idx)
+                    .offset(offset)
+                    .rw_flags(flags)
+                    .build(),
+                None => opcode::Read::new(types::Fd(fd), buf, len)
+                    .offset(offset)
+                    .rw_flags(flags)
+                    .build(),
+            }
+        }
+        Op::Write {
+            fd,
+            buf,
+            len,
+            offset,
+            fixed,
+        } => match fixed {
+            Some(idx) => opcode::WriteFixed::new(types::Fd(fd), buf, len, idx)
+                .offset(offset)
+                .build(),
+            None => opcode::Write::new(types::Fd(fd), buf, len)
+                .offset(offset)
+                .build(),
+        },
+        Op::Fsync { fd, datasync } => {
+            let f = if datasync {
+                types::FsyncFlags::DATASYNC
+            } else {
+                types::FsyncFlags::empty()
+            };
+            opcode::Fsync::new(types::Fd(fd)).flags(f).build()
+        }
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // Never free memory the kernel may still write: wait for every op.
+        let mut sink = Vec::new();
+        let mut rounds = 0u32;
+        while !self.ops.is_empty() && rounds < 100_000 {
+            if self.submit_and_wait(1).is_err() {
+                break;
+            }
+            self.reap(&mut sink);
+            sink.clear();
+            rounds += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn read_write_fsync_round_trip() {
+        let path = std::env::temp_dir().join(format!("hipfile-ring-{}", std::process::id()));
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(b"hello ring").unwrap();
+        let mut ring = Ring::new(8).unwrap();
+        let mut buf = [0u8; 16];
+        // SAFETY: `buf` outlives the op: we reap before it goes out of scope.
+        unsafe {
+            ring.push(
+                Op::Read {
+                    fd: f.as_raw_fd(),
+                    buf: buf.as_mut_ptr(),
+                    len: 16,
+                    offset: 6,
+                    fixed: None,
+                    nowait: false,
+                },
+                7,
+            )
+            .unwrap();
+        }
+        ring.submit_and_wait(1).unwrap();
+        let mut out = Vec::new();
+        ring.reap(&mut out);
+        assert_eq!(
+            out,
+            vec![Cqe {
+                user_data: 7,
+                result: 4
+            }]
+        );
+        assert_eq!(&buf[..4], b"ring");
+        // SAFETY: fsync names no memory.
+        unsafe {
+            ring.push(
+                Op::Fsync {
+                    fd: f.as_raw_fd(),
+                    datasync: true,
+                },
+                8,
+            )
+            .unwrap();
+        }
+        ring.submit_and_wait(1).unwrap();
+        out.clear();
+        ring.reap(&mut out);
+        assert_eq!(
+            out,
+            vec![Cqe {
+                user_data: 8,
+                result: 0
+            }]
+        );
+        std::fs::remove_file(&path).unwrap();
+    }
+}

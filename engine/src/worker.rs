@@ -1,0 +1,829 @@
+//! A per-core submission thread: one io_uring, one bounce slab, one GPU stream
+//! per device (created lazily), and the table of chunks in flight.
+//!
+//! A chunk moves through phases; a bounce slot is owned by exactly one phase at
+//! a time: the kernel's (a read or write SQE in flight) or the GPU's (a copy
+//! whose event has not completed). Only when neither holds it is it freed.
+//!
+//! Read into device memory:  [NOWAIT buffered read | O_DIRECT read] → slot → H2D copy → done
+//! Read into host memory:    NOWAIT buffered read straight into the buffer; what
+//!                           the page cache lacks comes by O_DIRECT, straight into the
+//!                           buffer when aligned, else through a slot and a memcpy
+//! Write from device memory: D2H copy → slot → [O_DIRECT | buffered] write → done
+//! Write from host memory:   straight from the buffer
+//!
+//! Errno handling, once each: EINTR and EAGAIN retry (bounded); a short transfer
+//! resubmits the rest; 0 on a read is EOF; EINVAL on O_DIRECT is an alignment
+//! the filesystem did not announce, so the chunk falls back to the page cache;
+//! anything else fails the chunk with that errno.
+
+use crate::bounce::{self, Slab};
+use crate::config::{Config, ReadMode};
+use crate::error::{Error, OpError, Result};
+use crate::gpu::{Event, Gpu, GpuError, Stream};
+use crate::pipeline::{Chunk, Direction, Memory};
+use crate::ring::{Cqe, FaultPlan, Op, Ring};
+use crate::stats::Stats;
+use crate::{log::Level, log_once};
+use std::collections::{HashMap, VecDeque};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Retries for EINTR/EAGAIN/no-progress on one chunk before it fails.
+const MAX_RETRIES: u32 = 64;
+
+pub(crate) struct WorkerHandle {
+    tx: Option<mpsc::Sender<Chunk>>,
+    join: Option<JoinHandle<()>>,
+}
+
+impl WorkerHandle {
+    pub(crate) fn send(&self, c: Chunk) {
+        let Some(tx) = &self.tx else {
+            c.req.chunk_done(c.idx, Err(OpError::DriverClosing.into()));
+            return;
+        };
+        if let Err(mpsc::SendError(c)) = tx.send(c) {
+            c.req.chunk_done(c.idx, Err(OpError::InternalError.into()));
+        }
+    }
+}
+
+impl Drop for WorkerHandle {
+    fn drop(&mut self) {
+        // Closing the channel tells the worker to drain what it holds and exit.
+        self.tx.take();
+        if let Some(j) = self.join.take() {
+            let _ = j.join();
+        }
+    }
+}
+
+/// Hook for tests: installs a fault plan on every ring an engine creates.
+pub type FaultFactory = Arc<dyn Fn(usize) -> Option<Box<dyn FaultPlan>> + Send + Sync>;
+
+pub(crate) fn spawn(
+    id: usize,
+    cfg: &Config,
+    gpu: Arc<dyn Gpu>,
+    stats: Arc<Stats>,
+    faults: Option<FaultFactory>,
+) -> Result<WorkerHandle> {
+    let (tx, rx) = mpsc::channel::<Chunk>();
+    let (init_tx, init_rx) = mpsc::sync_channel::<Result<()>>(1);
+    let cfg = cfg.clone();
+    let join = std::thread::Builder::new()
+        .name(format!("hipfile-io-{id}"))
+        .spawn(move || {
+            // The ring is created on this thread: it is the ring's single issuer.
+            match Worker::new(id, &cfg, gpu, stats, faults) {
+                Ok(w) => {
+                    let _ = init_tx.send(Ok(()));
+                    w.run(rx);
+                }
+                Err(e) => {
+                    let _ = init_tx.send(Err(e));
+                }
+            }
+        })
+        .map_err(|e| Error::Os(e.raw_os_error().unwrap_or(libc::EAGAIN)))?;
+    match init_rx.recv() {
+        Ok(Ok(())) => Ok(WorkerHandle {
+            tx: Some(tx),
+            join: Some(join),
+        }),
+        Ok(Err(e)) => {
+            let _ = join.join();
+            Err(e)
+        }
+        Err(_) => {
+            let _ = join.join();
+            Err(OpError::InternalError.into())
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for a bounce slot.
+    NeedSlot,
+    /// Buffered read with RWF_NOWAIT in the kernel (page-cache probe).
+    NowaitRead,
+    /// Buffered (blocking) read in the kernel.
+    BufferedRead,
+    /// O_DIRECT read in the kernel.
+    DirectRead,
+    /// H2D copy slot → device in flight on the GPU.
+    ToDevice,
+    /// D2H copy device → slot in flight on the GPU.
+    FromDevice,
+    /// Write in the kernel.
+    Write,
+}
+
+struct Active {
+    chunk: Chunk,
+    slot: Option<usize>,
+    /// Bytes of the chunk finished, contiguous from its start.
+    done: usize,
+    /// For reads into host memory through a slot: chunk offset where slot data begins.
+    slot_from: usize,
+    phase: Phase,
+    /// File offset where the O_DIRECT read in flight starts (aligned down).
+    io_start: u64,
+    /// Use only the page cache from now on (O_DIRECT refused with EINVAL).
+    buffered_only: bool,
+    /// The page-cache probe missed: read the rest with O_DIRECT.
+    want_direct: bool,
+    /// The write in flight uses the O_DIRECT descriptor.
+    write_direct: bool,
+    retries: u32,
+}
+
+struct Worker {
+    cfg: Config,
+    gpu: Arc<dyn Gpu>,
+    stats: Arc<Stats>,
+    ring: Ring,
+    slab: Slab,
+    fixed: bool,
+    free_slots: Vec<usize>,
+    table: Vec<Option<Active>>,
+    free_ids: Vec<usize>,
+    need_slot: VecDeque<usize>,
+    copying: VecDeque<usize>,
+    streams: HashMap<i32, Stream>,
+    events: HashMap<(usize, i32), Event>,
+    cqes: Vec<Cqe>,
+}
+
+/// File offset rounded down to the 4 KiB unit that slot layouts start at.
+fn slot_base(off: u64) -> u64 {
+    off & !(crate::file::MAX_DIO_ALIGN as u64 - 1)
+}
+
+fn align_down(x: u64, a: u64) -> u64 {
+    x & !(a - 1)
+}
+
+fn align_up(x: u64, a: u64) -> u64 {
+    (x + a - 1) & !(a - 1)
+}
+
+impl Worker {
+    fn new(
+        id: usize,
+        cfg: &Config,
+        gpu: Arc<dyn Gpu>,
+        stats: Arc<Stats>,
+        faults: Option<FaultFactory>,
+    ) -> Result<Worker> {
+        let mut ring = Ring::new(cfg.ring_entries).map_err(|e| {
+            crate::log_error!(
+                "io_uring setup failed: {e}; is io_uring disabled (kernel.io_uring_disabled)?"
+            );
+            Error::Op(OpError::DriverSetupError)
+        })?;
+        if let Some(f) = faults {
+            ring.set_fault_plan(f(id));
+        }
+        let slab = Slab::new(
+            cfg.slots_per_worker,
+            cfg.slot_bytes(),
+            &gpu,
+            cfg.pin_buffers,
+        )
+        .map_err(|e| {
+            crate::log_error!(
+                "cannot map {} bytes of bounce memory: {e}",
+                cfg.slot_bytes()
+            );
+            Error::Op(OpError::DriverSetupError)
+        })?;
+        let mut fixed = false;
+        if cfg.register_buffers {
+            // SAFETY: the slab outlives the ring: both live in this Worker and the
+            // ring is declared (and so dropped) before the slab.
+            match unsafe { ring.register_buffers(&slab.iovecs()) } {
+                Ok(()) => fixed = true,
+                Err(e) => bounce::log_registration_failure(cfg.bounce_bytes(), &e),
+            }
+        }
+        let cap = (cfg.slots_per_worker * 2).max(8);
+        Ok(Worker {
+            cfg: cfg.clone(),
+            gpu,
+            stats,
+            ring,
+            free_slots: (0..slab.slots()).rev().collect(),
+            slab,
+            fixed,
+            table: (0..cap).map(|_| None).collect(),
+            free_ids: (0..cap).rev().collect(),
+            need_slot: VecDeque::new(),
+            copying: VecDeque::new(),
+            streams: HashMap::new(),
+            events: HashMap::new(),
+            cqes: Vec::new(),
+        })
+    }
+
+    fn idle(&self) -> bool {
+        self.free_ids.len() == self.table.len()
+    }
+
+    fn run(mut self, rx: mpsc::Receiver<Chunk>) {
+        let mut closed = false;
+        loop {
+            while !closed && !self.free_ids.is_empty() {
+                let next = if self.idle() {
+                    rx.recv().ok()
+                } else {
+                    match rx.try_recv() {
+                        Ok(c) => Some(c),
+                        Err(mpsc::TryRecvError::Empty) => break,
+                        Err(mpsc::TryRecvError::Disconnected) => None,
+                    }
+                };
+                match next {
+                    Some(c) => self.admit(c),
+                    None => closed = true,
+                }
+            }
+            if closed && self.idle() {
+                break;
+            }
+            self.progress();
+        }
+        self.teardown();
+    }
+
+    /// Wait for something to finish and act on it.
+    fn progress(&mut self) {
+        if self.ring.in_flight() > 0 {
+            if let Err(e) = self.ring.submit_and_wait(1) {
+                log_once!(Level::Error, "io_uring_enter failed: {e}");
+            }
+            let mut cqes = std::mem::take(&mut self.cqes);
+            self.ring.reap(&mut cqes);
+            for c in cqes.drain(..) {
+                self.on_cqe(c);
+            }
+            self.cqes = cqes;
+        } else if let Some(&id) = self.copying.front() {
+            // Nothing in the kernel: the oldest GPU copy is what we wait for.
+            if let Some(ev) = self.event_of(id) {
+                let _ = self.gpu.event_synchronize(ev);
+            }
+        }
+        self.poll_copies();
+        if let Err(e) = self.ring.submit() {
+            log_once!(Level::Error, "io_uring submit failed: {e}");
+        }
+    }
+
+    fn admit(&mut self, chunk: Chunk) {
+        if chunk.req.canceled() {
+            chunk
+                .req
+                .chunk_done(chunk.idx, Err(Error::Os(libc::ECANCELED)));
+            return;
+        }
+        let Some(id) = self.free_ids.pop() else {
+            // Cannot happen: admit is only called with a free entry.
+            chunk
+                .req
+                .chunk_done(chunk.idx, Err(OpError::InternalError.into()));
+            return;
+        };
+        let needs_slot = chunk.mem.is_device();
+        self.table[id] = Some(Active {
+            chunk,
+            slot: None,
+            done: 0,
+            slot_from: 0,
+            phase: Phase::NeedSlot,
+            io_start: 0,
+            buffered_only: false,
+            want_direct: false,
+            write_direct: false,
+            retries: 0,
+        });
+        if needs_slot {
+            self.need_slot.push_back(id);
+            self.grant_slots();
+        } else {
+            self.step(id);
+        }
+    }
+
+    fn grant_slots(&mut self) {
+        while !self.need_slot.is_empty() && !self.free_slots.is_empty() {
+            let id = self.need_slot.pop_front().unwrap_or_default();
+            let slot = self.free_slots.pop();
+            if let Some(a) = self.table[id].as_mut() {
+                a.slot = slot;
+                a.slot_from = a.done;
+            }
+            Stats::add(&self.stats.bounced_chunks, 1);
+            self.step(id);
+        }
+    }
+
+    fn act(&mut self, id: usize) -> &mut Active {
+        self.table[id].as_mut().expect("active entry")
+    }
+
+    /// Start the next operation of chunk `id` after a state change.
+    fn step(&mut self, id: usize) {
+        let a = self.act(id);
+        match a.chunk.dir {
+            Direction::Read => self.next_read(id),
+            Direction::Write => {
+                if a.chunk.mem.is_device() && a.done == 0 && a.phase == Phase::NeedSlot {
+                    self.copy_from_device(id);
+                } else {
+                    self.next_write(id);
+                }
+            }
+        }
+    }
+
+    /// Where the bytes at chunk offset `at` go (reads) or come from (writes).
+    fn buf_at(&self, a: &Active, at: usize) -> *mut u8 {
+        match (a.slot, a.chunk.mem) {
+            (Some(s), _) => {
+                let pos = a.chunk.file_offset + at as u64;
+                // SAFETY: pos - base < slot_bytes by the slot sizing rule (Config::slot_bytes).
+                unsafe {
+                    self.slab
+                        .slot(s)
+                        .add((pos - slot_base(a.chunk.file_offset)) as usize)
+                }
+            }
+            (None, Memory::Host(p)) => (p + at) as *mut u8,
+            (None, Memory::Device { .. }) => std::ptr::null_mut(),
+        }
+    }
+
+    fn fixed_index(&self, a: &Active) -> Option<u16> {
+        if self.fixed {
+            a.slot.map(|s| s as u16)
+        } else {
+            None
+        }
+    }
+
+    fn direct_for(&self, a: &Active) -> Option<(i32, u64)> {
+        if a.buffered_only
+            || self.cfg.read_mode == ReadMode::Buffered && a.chunk.dir == Direction::Read
+        {
+            return None;
+        }
+        a.chunk.file.direct()
+    }
+
+    fn next_read(&mut self, id: usize) {
+        let (op, phase, io_start) = {
+            let a = self.table[id].as_ref().expect("active entry");
+            let cur = a.chunk.file_offset + a.done as u64;
+            let end = a.chunk.file_offset + a.chunk.len as u64;
+            let direct = self.direct_for(a);
+            let probe_cache =
+                direct.is_some() && self.cfg.read_mode == ReadMode::Auto && !a.want_direct;
+            match direct {
+                Some((dfd, align)) if !probe_cache => {
+                    let start = align_down(cur, align);
+                    let stop = align_up(end, align);
+                    let host_aligned = match a.chunk.mem {
+                        Memory::Host(p) => {
+                            start == cur
+                                && stop == end
+                                && (p + a.done) as u64 % a.chunk.file.dio_mem_align.max(1) as u64
+                                    == 0
+                        }
+                        Memory::Device { .. } => false,
+                    };
+                    if a.slot.is_none() && !host_aligned {
+                        // Unaligned host range: read through a bounce slot.
+                        self.act(id).phase = Phase::NeedSlot;
+                        self.need_slot.push_back(id);
+                        self.grant_slots();
+                        return;
+                    }
+                    let buf = if a.slot.is_some() {
+                        let delta = (cur - start) as usize;
+                        // SAFETY: start >= slot_base(file_offset) since both are aligned
+                        // down and start >= file_offset rounded down; stays in the slot.
+                        unsafe { self.buf_at(a, a.done).sub(delta) }
+                    } else {
+                        self.buf_at(a, a.done)
+                    };
+                    let op = Op::Read {
+                        fd: dfd,
+                        buf,
+                        len: (stop - start) as u32,
+                        offset: start,
+                        fixed: self.fixed_index(a),
+                        nowait: false,
+                    };
+                    (op, Phase::DirectRead, start)
+                }
+                _ => {
+                    let op = Op::Read {
+                        fd: a.chunk.file.buffered_fd,
+                        buf: self.buf_at(a, a.done),
+                        len: (end - cur) as u32,
+                        offset: cur,
+                        fixed: self.fixed_index(a),
+                        nowait: probe_cache,
+                    };
+                    let phase = if probe_cache {
+                        Phase::NowaitRead
+                    } else {
+                        Phase::BufferedRead
+                    };
+                    (op, phase, cur)
+                }
+            }
+        };
+        let a = self.act(id);
+        a.phase = phase;
+        a.io_start = io_start;
+        self.push(id, op);
+    }
+
+    fn next_write(&mut self, id: usize) {
+        let op = {
+            let a = self.table[id].as_ref().expect("active entry");
+            let cur = a.chunk.file_offset + a.done as u64;
+            let rem = (a.chunk.len - a.done) as u64;
+            let src = self.buf_at(a, a.done);
+            let fd = match self.direct_for(a) {
+                Some((dfd, align))
+                    if a.chunk.file.client_direct
+                        && cur % align == 0
+                        && rem % align == 0
+                        && src as u64 % a.chunk.file.dio_mem_align.max(1) as u64 == 0 =>
+                {
+                    dfd
+                }
+                _ => a.chunk.file.buffered_fd,
+            };
+            let op = Op::Write {
+                fd,
+                buf: src,
+                len: rem as u32,
+                offset: cur,
+                fixed: self.fixed_index(a),
+            };
+            (op, fd != a.chunk.file.buffered_fd)
+        };
+        let (op, direct) = op;
+        let a = self.act(id);
+        a.phase = Phase::Write;
+        a.write_direct = direct;
+        self.push(id, op);
+    }
+
+    fn push(&mut self, id: usize, op: Op) {
+        // SAFETY: the op's memory is a bounce slot this chunk owns until its CQE
+        // (slots are freed only in `finish`), or the caller's buffer, which the
+        // request keeps alive until it completes (the C contract for sync, async
+        // and batch I/O alike).
+        if let Err(e) = unsafe { self.ring.push(op, id as u64) } {
+            let errno = e.raw_os_error().unwrap_or(libc::EIO);
+            self.finish(id, Err(Error::Os(errno)));
+        }
+    }
+
+    fn retry_or_fail(&mut self, id: usize, errno: i32) {
+        Stats::add(&self.stats.retries, 1);
+        let a = self.act(id);
+        a.retries += 1;
+        if a.retries > MAX_RETRIES {
+            self.finish(id, Err(Error::Os(errno)));
+        } else {
+            self.resubmit(id);
+        }
+    }
+
+    /// Issue the same kind of operation again for what remains.
+    fn resubmit(&mut self, id: usize) {
+        match self.act(id).phase {
+            Phase::NowaitRead | Phase::BufferedRead | Phase::DirectRead => self.next_read(id),
+            Phase::Write => self.next_write(id),
+            _ => self.finish(id, Err(OpError::InternalError.into())),
+        }
+    }
+
+    fn on_cqe(&mut self, c: Cqe) {
+        let id = c.user_data as usize;
+        let Some(a) = self.table.get(id).and_then(|a| a.as_ref()) else {
+            return;
+        };
+        let res = c.result;
+        match a.phase {
+            Phase::NowaitRead | Phase::BufferedRead => self.on_buffered_read(id, res),
+            Phase::DirectRead => self.on_direct_read(id, res),
+            Phase::Write => self.on_write(id, res),
+            _ => {}
+        }
+    }
+
+    fn on_buffered_read(&mut self, id: usize, res: i32) {
+        let a = self.act(id);
+        let nowait = a.phase == Phase::NowaitRead;
+        if res == -libc::EAGAIN && nowait {
+            // Not (all) in the page cache: what is missing comes by O_DIRECT.
+            Stats::add(&self.stats.cache_misses, 1);
+            let a = self.act(id);
+            a.want_direct = true;
+            a.retries = 0;
+            self.next_read(id);
+        } else if res == -libc::EINTR || res == -libc::EAGAIN {
+            self.retry_or_fail(id, -res);
+        } else if res < 0 {
+            self.finish(id, Err(Error::Os(-res)));
+        } else if res == 0 {
+            self.read_complete(id);
+        } else {
+            let counter = if nowait {
+                &self.stats.cache_hit_bytes
+            } else {
+                &self.stats.buffered_read_bytes
+            };
+            Stats::add(counter, res as u64);
+            let a = self.act(id);
+            a.done += res as usize;
+            a.retries = 0;
+            if a.done >= a.chunk.len {
+                self.read_complete(id);
+            } else {
+                // Short: partly cached (probe again from where the cache stopped),
+                // or EOF, which the next read reports as 0.
+                self.next_read(id);
+            }
+        }
+    }
+
+    fn on_direct_read(&mut self, id: usize, res: i32) {
+        if res == -libc::EINTR || res == -libc::EAGAIN {
+            self.retry_or_fail(id, -res);
+            return;
+        }
+        if res == -libc::EINVAL {
+            log_once!(
+                Level::Warn,
+                "an O_DIRECT read was refused with EINVAL although it met the announced \
+                 alignment; falling back to the page cache for such reads"
+            );
+            let a = self.act(id);
+            a.buffered_only = true;
+            self.next_read(id);
+            return;
+        }
+        if res < 0 {
+            self.finish(id, Err(Error::Os(-res)));
+            return;
+        }
+        Stats::add(&self.stats.direct_read_bytes, res as u64);
+        let a = self.act(id);
+        let Some((_, align)) = a.chunk.file.direct() else {
+            self.finish(id, Err(OpError::InternalError.into()));
+            return;
+        };
+        let start = a.chunk.file_offset;
+        let end = start + a.chunk.len as u64;
+        let valid_end = a.io_start + res as u64;
+        let cur = start + a.done as u64;
+        if valid_end > cur {
+            a.done = (valid_end.min(end) - start) as usize;
+        }
+        if res == 0 || a.done >= a.chunk.len || res as u64 % align != 0 {
+            // Complete, or EOF (nothing more, or a partial last block).
+            self.read_complete(id);
+        } else {
+            a.retries += 1;
+            if a.retries > MAX_RETRIES {
+                self.finish(id, Err(Error::Os(libc::EIO)));
+            } else {
+                self.next_read(id);
+            }
+        }
+    }
+
+    /// All bytes of a read chunk (or all there are, at EOF) are in place.
+    fn read_complete(&mut self, id: usize) {
+        let a = self.table[id].as_ref().expect("active entry");
+        let done = a.done;
+        match (a.slot, a.chunk.mem) {
+            (Some(_), Memory::Device { ptr, device }) if done > 0 => {
+                let src = self.buf_at(a, 0) as *const u8;
+                self.copy_to_device(id, ptr, device, src, done);
+            }
+            (Some(_), Memory::Host(p)) if done > a.slot_from => {
+                let from = a.slot_from;
+                let src = self.buf_at(a, from) as *const u8;
+                // SAFETY: the slot holds bytes [from, done) of the chunk (the read has
+                // completed) and the caller's buffer covers the whole chunk.
+                unsafe { std::ptr::copy_nonoverlapping(src, (p + from) as *mut u8, done - from) };
+                self.finish(id, Ok(done));
+            }
+            _ => self.finish(id, Ok(done)),
+        }
+    }
+
+    fn stream_for(&mut self, device: i32) -> std::result::Result<Stream, GpuError> {
+        if let Some(s) = self.streams.get(&device) {
+            return Ok(*s);
+        }
+        self.gpu.bind_thread(device)?;
+        let s = self.gpu.stream_create(device)?;
+        self.streams.insert(device, s);
+        Ok(s)
+    }
+
+    fn event_for(&mut self, slot: usize, device: i32) -> std::result::Result<Event, GpuError> {
+        if let Some(e) = self.events.get(&(slot, device)) {
+            return Ok(*e);
+        }
+        self.gpu.bind_thread(device)?;
+        let e = self.gpu.event_create()?;
+        self.events.insert((slot, device), e);
+        Ok(e)
+    }
+
+    fn event_of(&self, id: usize) -> Option<Event> {
+        let a = self.table[id].as_ref()?;
+        let device = match a.chunk.mem {
+            Memory::Device { device, .. } => device,
+            Memory::Host(_) => return None,
+        };
+        self.events.get(&(a.slot?, device)).copied()
+    }
+
+    fn enqueue_copy(
+        &mut self,
+        id: usize,
+        device: i32,
+        copy: impl FnOnce(&dyn Gpu, Stream) -> std::result::Result<(), GpuError>,
+    ) -> std::result::Result<(), GpuError> {
+        let slot = self.table[id]
+            .as_ref()
+            .and_then(|a| a.slot)
+            .ok_or(GpuError::InvalidValue("no slot"))?;
+        let stream = self.stream_for(device)?;
+        let ev = self.event_for(slot, device)?;
+        self.gpu.bind_thread(device)?;
+        copy(self.gpu.as_ref(), stream)?;
+        Stats::add(&self.stats.gpu_copies, 1);
+        self.gpu.event_record(ev, stream)?;
+        self.copying.push_back(id);
+        Ok(())
+    }
+
+    fn copy_to_device(&mut self, id: usize, dst: u64, device: i32, src: *const u8, len: usize) {
+        self.act(id).phase = Phase::ToDevice;
+        // SAFETY: `src..src+len` lies in this chunk's slot, which stays untouched
+        // until the copy's event completes (the slot is freed in `finish` only).
+        let r = self.enqueue_copy(id, device, |g, s| unsafe {
+            g.copy_htod_async(dst, src, len, s)
+        });
+        if let Err(e) = r {
+            self.finish_after_gpu_error(id, e);
+        }
+    }
+
+    fn copy_from_device(&mut self, id: usize) {
+        let a = self.table[id].as_ref().expect("active entry");
+        let Memory::Device { ptr, device } = a.chunk.mem else {
+            self.next_write(id);
+            return;
+        };
+        let dst = self.buf_at(a, 0);
+        let len = a.chunk.len;
+        self.act(id).phase = Phase::FromDevice;
+        // SAFETY: `dst..dst+len` is this chunk's slot, untouched until the event completes.
+        let r = self.enqueue_copy(id, device, |g, s| unsafe {
+            g.copy_dtoh_async(dst, ptr, len, s)
+        });
+        if let Err(e) = r {
+            self.finish_after_gpu_error(id, e);
+        }
+    }
+
+    fn finish_after_gpu_error(&mut self, id: usize, e: GpuError) {
+        // The copy may have been queued before the failure: make sure the GPU is
+        // done with the slot before it is reused.
+        if let Some(Memory::Device { device, .. }) = self.table[id].as_ref().map(|a| a.chunk.mem) {
+            if let Some(s) = self.streams.get(&device) {
+                let _ = self.gpu.stream_synchronize(*s);
+            }
+        }
+        self.copying.retain(|&c| c != id);
+        self.finish(id, Err(Error::Gpu(e)));
+    }
+
+    fn poll_copies(&mut self) {
+        let mut i = 0;
+        while i < self.copying.len() {
+            let id = self.copying[i];
+            let Some(ev) = self.event_of(id) else {
+                self.copying.remove(i);
+                self.finish(id, Err(OpError::InternalError.into()));
+                continue;
+            };
+            match self.gpu.event_query(ev) {
+                Ok(false) => {
+                    i += 1;
+                }
+                Ok(true) => {
+                    self.copying.remove(i);
+                    self.copy_done(id);
+                }
+                Err(e) => {
+                    self.copying.remove(i);
+                    self.finish_after_gpu_error(id, e);
+                }
+            }
+        }
+    }
+
+    fn copy_done(&mut self, id: usize) {
+        let a = self.act(id);
+        match a.phase {
+            Phase::ToDevice => {
+                let done = a.done;
+                self.finish(id, Ok(done));
+            }
+            Phase::FromDevice => self.next_write(id),
+            _ => self.finish(id, Err(OpError::InternalError.into())),
+        }
+    }
+
+    fn on_write(&mut self, id: usize, res: i32) {
+        if res == -libc::EINTR || res == -libc::EAGAIN {
+            self.retry_or_fail(id, -res);
+            return;
+        }
+        if res == -libc::EINVAL {
+            let a = self.act(id);
+            if !a.buffered_only && a.chunk.file.client_direct {
+                log_once!(Level::Warn, "an O_DIRECT write was refused with EINVAL; using the page cache for such writes");
+                a.buffered_only = true;
+                self.next_write(id);
+                return;
+            }
+        }
+        if res < 0 {
+            self.finish(id, Err(Error::Os(-res)));
+            return;
+        }
+        if res == 0 {
+            self.retry_or_fail(id, libc::EIO);
+            return;
+        }
+        let a = self.act(id);
+        let counter = if a.write_direct {
+            &self.stats.direct_write_bytes
+        } else {
+            &self.stats.buffered_write_bytes
+        };
+        Stats::add(counter, res as u64);
+        let a = self.act(id);
+        a.done += res as usize;
+        if a.done >= a.chunk.len {
+            let done = a.chunk.len;
+            self.finish(id, Ok(done));
+        } else {
+            a.retries = 0;
+            self.next_write(id);
+        }
+    }
+
+    /// The chunk is finished: report it and free its slot and table entry.
+    fn finish(&mut self, id: usize, r: Result<usize>) {
+        let Some(a) = self.table[id].take() else {
+            return;
+        };
+        self.need_slot.retain(|&x| x != id);
+        if let Some(s) = a.slot {
+            self.free_slots.push(s);
+        }
+        self.free_ids.push(id);
+        a.chunk.req.chunk_done(a.chunk.idx, r);
+        self.grant_slots();
+    }
+
+    fn teardown(&mut self) {
+        for (_, s) in self.streams.drain() {
+            let _ = self.gpu.stream_synchronize(s);
+            self.gpu.stream_destroy(s);
+        }
+        for (_, e) in self.events.drain() {
+            self.gpu.event_destroy(e);
+        }
+    }
+}

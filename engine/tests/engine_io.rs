@@ -1,0 +1,375 @@
+//! Engine data-path tests: host memory and the test GPU double (whose copies
+//! run asynchronously on their own threads), checked byte for byte against pread.
+
+use hipfile_engine::config::ReadMode;
+use hipfile_engine::gpu::testgpu::TestGpu;
+use hipfile_engine::gpu::{Gpu, NoGpu};
+use hipfile_engine::{Config, Engine, Error, File, Memory};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+fn seed() -> u64 {
+    let s = std::env::var("HIPFILE_TEST_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x5eed_1234);
+    eprintln!("HIPFILE_TEST_SEED={s}");
+    s
+}
+
+fn test_dir() -> PathBuf {
+    let d = std::env::var("HIPFILE_TEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| std::env::temp_dir());
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn temp_file(name: &str, bytes: &[u8]) -> (PathBuf, std::fs::File) {
+    let p = test_dir().join(format!("{name}-{}", std::process::id()));
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(&p)
+        .unwrap();
+    f.write_all_at(bytes, 0).unwrap();
+    f.sync_all().unwrap();
+    (p, f)
+}
+
+fn pattern(n: usize, salt: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u32).wrapping_mul(2654435761).to_le_bytes()[1] ^ salt)
+        .collect()
+}
+
+fn small_config() -> Config {
+    Config {
+        io_threads: 2,
+        chunk_bytes: 256 << 10,
+        slots_per_worker: 3,
+        ..Config::default()
+    }
+}
+
+fn engine(gpu: Arc<dyn Gpu>, mode: ReadMode) -> Engine {
+    Engine::with_gpu(
+        Config {
+            read_mode: mode,
+            ..small_config()
+        },
+        gpu,
+    )
+    .unwrap()
+}
+
+fn no_gpu() -> Arc<dyn Gpu> {
+    Arc::new(NoGpu { why: "test".into() })
+}
+
+fn open(path: &PathBuf, direct: bool) -> std::fs::File {
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true).write(true);
+    if direct {
+        o.custom_flags(libc::O_DIRECT);
+    }
+    o.open(path).unwrap()
+}
+
+#[test]
+fn host_reads_at_random_offsets_sizes_and_alignments() {
+    let len = 3 << 20;
+    let data = pattern(len, 7);
+    let (path, _f) = temp_file("host-rand", &data);
+    let mut rng = Rng(seed());
+    for mode in [ReadMode::Auto, ReadMode::Direct, ReadMode::Buffered] {
+        let e = engine(no_gpu(), mode);
+        for direct_fd in [false, true] {
+            let f = open(&path, direct_fd);
+            let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
+            for _ in 0..40 {
+                let off = rng.below(len as u64 + 8192);
+                let size = 1 + rng.below(1 << 20) as usize;
+                let skew = rng.below(4096) as usize;
+                let mut buf = vec![0xaau8; size + 4096];
+                let r = e
+                    .read(
+                        &file,
+                        Memory::Host(buf.as_mut_ptr() as usize + skew),
+                        size,
+                        off,
+                    )
+                    .unwrap();
+                let want = (len as u64).saturating_sub(off).min(size as u64) as usize;
+                assert_eq!(
+                    r, want,
+                    "mode {mode:?} direct_fd {direct_fd} off {off} size {size}"
+                );
+                if want > 0 {
+                    assert_eq!(
+                        &buf[skew..skew + want],
+                        &data[off as usize..off as usize + want]
+                    );
+                }
+                assert!(
+                    buf[skew + want..].iter().all(|&b| b == 0xaa),
+                    "wrote past the count"
+                );
+            }
+        }
+        let st = e.stats();
+        match mode {
+            ReadMode::Direct => assert!(
+                st.direct_read_bytes > 0 && st.cache_hit_bytes == 0,
+                "{st:?}"
+            ),
+            ReadMode::Buffered => assert!(
+                st.direct_read_bytes == 0 && st.buffered_read_bytes > 0,
+                "{st:?}"
+            ),
+            // The file was just written: its pages are cached, so the probe serves them.
+            ReadMode::Auto => assert!(st.cache_hit_bytes > 0, "{st:?}"),
+        }
+    }
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn host_writes_land_exactly_where_asked() {
+    let len = 2 << 20;
+    let (path, f) = temp_file("host-write", &vec![0u8; len]);
+    let mut mirror = vec![0u8; len];
+    let mut rng = Rng(seed() ^ 1);
+    let e = engine(no_gpu(), ReadMode::Auto);
+    for direct_fd in [false, true] {
+        let fd = open(&path, direct_fd);
+        let file = Arc::new(File::probe(fd.as_raw_fd()).unwrap());
+        for i in 0..30 {
+            // Every other write is 4 KiB aligned in file, size and memory, so an
+            // O_DIRECT descriptor really writes around the page cache.
+            let aligned = i % 2 == 0;
+            let off = if aligned {
+                rng.below(len as u64 / 4096 - 1) * 4096
+            } else {
+                rng.below(len as u64 - 1)
+            };
+            let mut size = 1 + rng.below((len as u64 - off).min(700_000)) as usize;
+            if aligned {
+                size = (size.div_ceil(4096) * 4096).min(len - off as usize);
+            }
+            let mut src = vec![0u8; size + 8192];
+            let skew = if aligned {
+                4096 - (src.as_ptr() as usize % 4096)
+            } else {
+                1
+            };
+            src[skew..skew + size].copy_from_slice(&pattern(size, i as u8));
+            let n = e
+                .write(&file, Memory::Host(src.as_ptr() as usize + skew), size, off)
+                .unwrap();
+            assert_eq!(n, size);
+            mirror[off as usize..off as usize + size].copy_from_slice(&src[skew..skew + size]);
+        }
+    }
+    let st = e.stats();
+    assert!(
+        st.direct_write_bytes > 0 && st.buffered_write_bytes > 0,
+        "{st:?}"
+    );
+    let mut back = vec![0u8; len];
+    f.read_exact_at(&mut back, 0).unwrap();
+    assert!(back == mirror, "file content differs from the writes");
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn device_round_trip_through_async_test_double() {
+    let len = (5 << 20) + 12345;
+    let data = pattern(len, 3);
+    let (path, _f) = temp_file("dev-rt", &data);
+    let gpu = Arc::new(TestGpu::new(2));
+    // Slow copies make a slot reused too early show up as corrupt data.
+    gpu.set_copy_delay(Duration::from_micros(300));
+    let mut rng = Rng(seed() ^ 2);
+    for mode in [ReadMode::Auto, ReadMode::Direct, ReadMode::Buffered] {
+        let e = engine(gpu.clone(), mode);
+        for direct_fd in [false, true] {
+            let f = open(&path, direct_fd);
+            let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
+            for _ in 0..12 {
+                let device = rng.below(2) as i32;
+                let dev = gpu.device_alloc(device, 2 << 20).unwrap();
+                let off = rng.below(len as u64 + 4096);
+                let size = 1 + rng.below(2 << 20) as usize;
+                let (mem, _) = e.memory(dev).unwrap();
+                assert_eq!(mem, Memory::Device { ptr: dev, device });
+                let n = e.read(&file, mem, size, off).unwrap();
+                let want = (len as u64).saturating_sub(off).min(size as u64) as usize;
+                assert_eq!(n, want);
+                assert_eq!(
+                    gpu.read_device(dev, want),
+                    &data[off as usize..off as usize + want]
+                );
+                // SAFETY: the allocation is no longer used.
+                unsafe { gpu.device_free(dev).unwrap() };
+            }
+        }
+    }
+    assert!(gpu.copies_issued() > 0);
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn device_writes_through_test_double() {
+    let len = 3 << 20;
+    let (path, f) = temp_file("dev-write", &vec![0u8; len]);
+    let gpu = Arc::new(TestGpu::new(1));
+    gpu.set_copy_delay(Duration::from_micros(200));
+    let e = engine(gpu.clone(), ReadMode::Auto);
+    let mut mirror = vec![0u8; len];
+    let mut rng = Rng(seed() ^ 3);
+    for direct_fd in [false, true] {
+        let fd = open(&path, direct_fd);
+        let file = Arc::new(File::probe(fd.as_raw_fd()).unwrap());
+        for i in 0..10 {
+            let off = if i % 2 == 0 {
+                rng.below(len as u64 / 4096) * 4096
+            } else {
+                rng.below(len as u64 - 1)
+            };
+            let size = 1 + rng.below((len as u64 - off).min(1 << 20)) as usize;
+            let size = if i % 2 == 0 {
+                size.div_ceil(4096) * 4096
+            } else {
+                size
+            }
+            .min(len - off as usize);
+            let src = pattern(size, 100 + i);
+            let dev = gpu.device_alloc(0, size).unwrap();
+            gpu.write_device(dev, &src);
+            let n = e
+                .write(
+                    &file,
+                    Memory::Device {
+                        ptr: dev,
+                        device: 0,
+                    },
+                    size,
+                    off,
+                )
+                .unwrap();
+            assert_eq!(n, size);
+            mirror[off as usize..off as usize + size].copy_from_slice(&src);
+            // SAFETY: no longer used.
+            unsafe { gpu.device_free(dev).unwrap() };
+        }
+    }
+    let mut back = vec![0u8; len];
+    f.read_exact_at(&mut back, 0).unwrap();
+    assert!(back == mirror);
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn failing_gpu_copy_is_an_error_not_data() {
+    let data = pattern(1 << 20, 9);
+    let (path, f) = temp_file("dev-fail", &data);
+    let gpu = Arc::new(TestGpu::new(1));
+    let e = engine(gpu.clone(), ReadMode::Auto);
+    let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
+    let dev = gpu.device_alloc(0, 1 << 20).unwrap();
+    gpu.fail_next_copies(1);
+    let r = e.read(
+        &file,
+        Memory::Device {
+            ptr: dev,
+            device: 0,
+        },
+        1 << 20,
+        0,
+    );
+    assert!(matches!(r, Err(Error::Gpu(_))), "got {r:?}");
+    // The engine keeps working afterwards.
+    let n = e
+        .read(
+            &file,
+            Memory::Device {
+                ptr: dev,
+                device: 0,
+            },
+            1 << 20,
+            0,
+        )
+        .unwrap();
+    assert_eq!(n, 1 << 20);
+    assert_eq!(gpu.read_device(dev, 1 << 20), data);
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn unregistered_buffers_and_low_memlock_degrade_cleanly() {
+    // Registration and pinning switched off behave like a failed registration.
+    let data = pattern(1 << 20, 5);
+    let (path, f) = temp_file("noreg", &data);
+    let gpu = Arc::new(TestGpu::new(1));
+    let e = Engine::with_gpu(
+        Config {
+            register_buffers: false,
+            pin_buffers: false,
+            ..small_config()
+        },
+        gpu.clone(),
+    )
+    .unwrap();
+    let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
+    let dev = gpu.device_alloc(0, 1 << 20).unwrap();
+    assert_eq!(
+        e.read(
+            &file,
+            Memory::Device {
+                ptr: dev,
+                device: 0
+            },
+            1 << 20,
+            0
+        )
+        .unwrap(),
+        1 << 20
+    );
+    assert_eq!(gpu.read_device(dev, 1 << 20), data);
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn read_only_descriptor_refuses_writes() {
+    let (path, _f) = temp_file("ro", b"abc");
+    let ro = std::fs::File::open(&path).unwrap();
+    let file = Arc::new(File::probe(ro.as_raw_fd()).unwrap());
+    let e = engine(no_gpu(), ReadMode::Auto);
+    let src = [1u8; 3];
+    assert_eq!(
+        e.write(&file, Memory::Host(src.as_ptr() as usize), 3, 0),
+        Err(Error::Os(libc::EBADF))
+    );
+    std::fs::remove_file(&path).unwrap();
+}

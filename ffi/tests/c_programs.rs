@@ -1,0 +1,105 @@
+//! Builds the C programs in tests/c against include/hipfile.h, links them to
+//! the libhipfile.so that cargo just built, and runs them. Each program prints
+//! one line per failed check and exits non-zero on failure.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// target/<profile>: the test binary lives in target/<profile>/deps.
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
+    let so = dir.join("libhipfile.so");
+    assert!(so.exists(), "{} was not built", so.display());
+    // Programs record the SONAME (libhipfile.so.0) as NEEDED; give it a name to load.
+    let soname = dir.join("libhipfile.so.0");
+    let _ = std::fs::remove_file(&soname);
+    std::os::unix::fs::symlink("libhipfile.so", &soname).unwrap();
+    dir
+}
+
+fn compile(src: &str, cxx: bool) -> PathBuf {
+    let lib = lib_dir();
+    let out_dir = lib.join("c-tests");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let stem = Path::new(src)
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    let exe = out_dir.join(&stem);
+    let (cc, std) = if cxx {
+        ("g++", "-std=c++17")
+    } else {
+        ("gcc", "-std=c11")
+    };
+    let status = Command::new(cc)
+        .args([
+            std,
+            "-O1",
+            "-g",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-D_GNU_SOURCE",
+        ])
+        .arg("-I")
+        .arg(repo().join("include"))
+        .arg(repo().join("tests/c").join(src))
+        .arg("-o")
+        .arg(&exe)
+        .arg("-L")
+        .arg(&lib)
+        .arg("-lhipfile")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .status()
+        .expect("a C compiler (gcc/g++) is needed for the C tests");
+    assert!(status.success(), "compiling {src} failed");
+    exe
+}
+
+fn run(exe: &Path, args: &[&str]) {
+    let out = Command::new(exe).args(args).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    eprintln!("{stderr}");
+    assert!(
+        out.status.success(),
+        "{} failed ({}):\n{stdout}\n{stderr}",
+        exe.display(),
+        out.status
+    );
+}
+
+fn tmp_dir() -> String {
+    std::env::var("HIPFILE_TEST_DIR").unwrap_or_else(|_| std::env::temp_dir().display().to_string())
+}
+
+#[test]
+fn c_layout() {
+    run(&compile("layout.c", false), &[]);
+}
+
+#[test]
+fn cxx_layout() {
+    run(&compile("layout_cxx.cpp", true), &[]);
+}
+
+#[test]
+fn c_invalid_args() {
+    run(&compile("invalid_args.c", false), &[&tmp_dir()]);
+}
+
+#[test]
+fn c_roundtrip() {
+    run(&compile("roundtrip.c", false), &[&tmp_dir()]);
+}
