@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (device tool), from the repository root, with the
+# binaries built here carried in .carry/ (scripts/gpu-prepare.sh).
+# Usage: scripts/gpu-run.sh [correctness] [bench] ; results go under $OUT.
+set -uo pipefail
+OUT="${OUT:-/tmp/out}"
+mkdir -p "$OUT"
+C=.carry
+export LD_LIBRARY_PATH="$PWD/$C${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+ln -sf libhipfile.so "$C/libhipfile.so.0"
+what="${*:-correctness bench}"
+log() { echo "== $*" | tee -a "$OUT/summary.md"; }
+{
+  echo "# GPU machine run $(date -u +%FT%TZ)"
+  nvidia-smi --query-gpu=name,memory.total,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv,noheader
+  uname -r; nproc; free -g | head -2
+} > "$OUT/summary.md" 2>&1
+WORK=/tmp/hipfile-gpu; mkdir -p "$WORK"
+
+if [[ "$what" == *correctness* ]]; then
+  log "build C GPU tests with nvcc"
+  for t in gpu_roundtrip gpu_async; do
+    nvcc -O2 -I include -I tests/gpu "tests/gpu/$t.c" -o "$WORK/$t" -L "$C" -lhipfile -lcuda \
+      -Xlinker -rpath="$PWD/$C" 2>&1 | tail -5
+  done
+  log "engine unit tests (real CUDA backend test included)"
+  for t in "$C"/engine-unit "$C"/engine-io; do
+    [ -x "$t" ] && HIPFILE_TEST_DIR="$WORK" "$t" --test-threads=4 2>&1 | tail -6 | tee -a "$OUT/summary.md"
+  done
+  log "gpu_roundtrip (sync, device memory, hot/cold, both descriptors)"
+  "$WORK/gpu_roundtrip" "$WORK" 2>&1 | tee "$OUT/gpu_roundtrip.txt" | grep -E '^\||passed|FAIL' | tee -a "$OUT/summary.md"
+  log "gpu_async (streams, held stream, batch)"
+  timeout 120 "$WORK/gpu_async" "$WORK" 2>&1 | tee "$OUT/gpu_async.txt" | grep -E '^\||passed|FAIL' | tee -a "$OUT/summary.md"
+fi
+
+if [[ "$what" == *bench* ]] && [ -x "$C/hipfile-bench" ]; then
+  B="$C/hipfile-bench"
+  F="$WORK/bench-4g"
+  drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+  run() { # name, args...
+    local name=$1; shift
+    echo "--- $name: hipfile-bench $*" >> "$OUT/bench.txt"
+    "$B" "$@" --output-format=json > "$OUT/$name.json" 2>>"$OUT/bench.txt"
+    python3 - "$OUT/$name.json" "$name" <<'PY' | tee -a "$OUT/summary.md"
+import json,sys
+j=json.load(open(sys.argv[1])); job=j["jobs"][0]
+for d in ("read","write"):
+    x=job[d]
+    if x["io_bytes"]:
+        print(f"| {sys.argv[2]} | {d} | {x['bw_bytes']/1e9:.2f} GB/s | {x['iops']:.0f} IOPS | p50 {x['clat_ns']['percentile'].get('50.000000',0)/1e3:.1f} us | p99 {x['clat_ns']['percentile'].get('99.000000',0)/1e3:.1f} us | usr {job['usr_cpu']:.1f}% sys {job['sys_cpu']:.1f}% |")
+PY
+  }
+  # The measurement list lives in scripts/gpu-bench.sh (uses B, F, WORK, run, drop).
+  . scripts/gpu-bench.sh
+fi
+log "done"
