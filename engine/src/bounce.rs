@@ -16,6 +16,8 @@ pub struct Slab {
     bytes: usize,
     slot_bytes: usize,
     slots: usize,
+    small_bytes: usize,
+    small: usize,
     /// The GPU runtime that pinned the slab, to unpin it on drop.
     pinned_by: Option<Arc<dyn Gpu>>,
 }
@@ -25,16 +27,20 @@ pub struct Slab {
 unsafe impl Send for Slab {}
 
 impl Slab {
-    /// Map `slots` slots of `slot_bytes` (rounded up to 4 KiB) and pin them with `gpu`
-    /// when it has devices and `pin` is set.
+    /// Map `slots` slots of `slot_bytes` and `small` slots of `small_bytes` (each
+    /// rounded up to 4 KiB), and pin them with `gpu` when it has devices and `pin` is set.
+    /// Slot indices: 0..slots are the large ones, slots..slots+small the small ones.
     pub fn new(
         slots: usize,
         slot_bytes: usize,
+        small: usize,
+        small_bytes: usize,
         gpu: &Arc<dyn Gpu>,
         pin: bool,
     ) -> std::io::Result<Slab> {
         let slot_bytes = slot_bytes.div_ceil(4096) * 4096;
-        let bytes = slots * slot_bytes;
+        let small_bytes = small_bytes.div_ceil(4096) * 4096;
+        let bytes = slots * slot_bytes + small * small_bytes;
         // SAFETY: an anonymous private mapping with no address hint has no preconditions.
         let p = unsafe {
             libc::mmap(
@@ -55,6 +61,8 @@ impl Slab {
             bytes,
             slot_bytes,
             slots,
+            small_bytes,
+            small,
             pinned_by: None,
         };
         if pin && gpu.has_devices() {
@@ -75,12 +83,23 @@ impl Slab {
         Ok(slab)
     }
 
+    /// Large slots (indices 0..slots()).
     pub fn slots(&self) -> usize {
         self.slots
     }
 
-    pub fn slot_bytes(&self) -> usize {
-        self.slot_bytes
+    /// Small slots (indices slots()..slots()+small_slots()).
+    pub fn small_slots(&self) -> usize {
+        self.small
+    }
+
+    /// Bytes of slot `i`.
+    pub fn slot_len(&self, i: usize) -> usize {
+        if i < self.slots {
+            self.slot_bytes
+        } else {
+            self.small_bytes
+        }
     }
 
     pub fn is_pinned(&self) -> bool {
@@ -89,17 +108,22 @@ impl Slab {
 
     /// Start of slot `i` (4 KiB aligned).
     pub fn slot(&self, i: usize) -> *mut u8 {
-        assert!(i < self.slots);
-        // SAFETY: i < slots, so the offset stays inside the mapping.
-        unsafe { self.base.add(i * self.slot_bytes) }
+        assert!(i < self.slots + self.small);
+        let off = if i < self.slots {
+            i * self.slot_bytes
+        } else {
+            self.slots * self.slot_bytes + (i - self.slots) * self.small_bytes
+        };
+        // SAFETY: i is a valid slot index, so the offset stays inside the mapping.
+        unsafe { self.base.add(off) }
     }
 
     /// One iovec per slot, for `Ring::register_buffers` (buffer index = slot index).
     pub fn iovecs(&self) -> Vec<libc::iovec> {
-        (0..self.slots)
+        (0..self.slots + self.small)
             .map(|i| libc::iovec {
                 iov_base: self.slot(i).cast(),
-                iov_len: self.slot_bytes,
+                iov_len: self.slot_len(i),
             })
             .collect()
     }

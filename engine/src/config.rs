@@ -30,6 +30,13 @@ pub struct Config {
     pub chunk_bytes: usize,
     /// Bounce slots (chunks in flight) per worker. `HIPFILE_QUEUE_DEPTH`.
     pub slots_per_worker: usize,
+    /// Small bounce slots per worker, for I/O of up to `SMALL_SLOT_BYTES`
+    /// (4 KiB random reads keep many in flight without tying up chunk slots).
+    pub small_slots_per_worker: usize,
+    /// Host-memory requests up to this size run on the caller's thread with
+    /// preadv2/pwrite: a 4 KiB read then costs what pread costs, with no
+    /// hand-off to a worker. 0 disables. `HIPFILE_INLINE_KB`.
+    pub inline_max_bytes: usize,
     /// io_uring submission-queue entries per worker ring.
     pub ring_entries: u32,
     /// `HIPFILE_READ_MODE` = auto | direct | buffered.
@@ -65,6 +72,10 @@ pub const DEFAULT_MAX_THREADS: usize = 12;
 /// Two slots are enough to overlap one read with one copy; four also hide
 /// jitter in either stage. 12 workers × 4 × 4 MiB = 192 MiB of pinned memory.
 pub const DEFAULT_SLOTS_PER_WORKER: usize = 4;
+/// Data bytes a small bounce slot takes.
+pub const SMALL_SLOT_DATA_BYTES: usize = 64 << 10;
+/// Smallest piece a request is split into when it is spread over the workers.
+pub const MIN_SPLIT_BYTES: usize = 64 << 10;
 
 impl Default for Config {
     fn default() -> Self {
@@ -75,7 +86,9 @@ impl Default for Config {
             io_threads: cores.clamp(1, DEFAULT_MAX_THREADS),
             chunk_bytes: DEFAULT_CHUNK_BYTES,
             slots_per_worker: DEFAULT_SLOTS_PER_WORKER,
-            ring_entries: 64,
+            small_slots_per_worker: 32,
+            inline_max_bytes: 64 << 10,
+            ring_entries: 128,
             read_mode: ReadMode::Auto,
             gpu_runtime: RuntimeChoice::Auto,
             register_buffers: true,
@@ -190,7 +203,12 @@ impl Config {
         if let Some(n) = env_unsigned(env, "HIPFILE_QUEUE_DEPTH") {
             c.slots_per_worker = clamp_warn("HIPFILE_QUEUE_DEPTH", n as usize, 1, 64);
         }
-        c.ring_entries = (c.slots_per_worker as u32 * 4).next_power_of_two().max(64);
+        if let Some(kb) = env_unsigned(env, "HIPFILE_INLINE_KB") {
+            c.inline_max_bytes = clamp_warn("HIPFILE_INLINE_KB", kb as usize, 0, 1024) << 10;
+        }
+        c.ring_entries = ((c.slots_per_worker * 2 + c.small_slots_per_worker) as u32)
+            .next_power_of_two()
+            .max(64);
         c.read_mode = env_choice(
             env,
             "HIPFILE_READ_MODE",
@@ -238,7 +256,14 @@ impl Config {
 
     /// Pinned bounce memory the engine allocates at open, in bytes.
     pub fn bounce_bytes(&self) -> usize {
-        self.io_threads * self.slots_per_worker * self.slot_bytes()
+        self.io_threads
+            * (self.slots_per_worker * self.slot_bytes()
+                + self.small_slots_per_worker * self.small_slot_bytes())
+    }
+
+    /// A small slot: 64 KiB of data plus the same widening room as a chunk slot.
+    pub fn small_slot_bytes(&self) -> usize {
+        SMALL_SLOT_DATA_BYTES + 2 * crate::file::MAX_DIO_ALIGN
     }
 
     /// One bounce slot: a chunk plus room to widen both ends to a 4 KiB DIO

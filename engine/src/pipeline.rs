@@ -8,7 +8,7 @@
 //! Chunk k goes to worker (start + k) mod n, so all workers stream the same
 //! region of the file together.
 
-use crate::config::Config;
+use crate::config::{Config, ReadMode};
 use crate::error::{Error, OpError, Result};
 use crate::file::File;
 use crate::gpu::{self, Gpu, MemKind, PtrInfo};
@@ -173,6 +173,17 @@ fn combine(chunks: &[(usize, Option<Result<usize>>)]) -> Result<usize> {
     Ok(total)
 }
 
+/// The piece size for a request of `size` bytes: large requests use whole
+/// chunks; smaller ones are spread over all workers in 64 KiB multiples.
+/// Example: 1 MiB over 12 workers → ceil(87382 / 64 KiB) = 2 → 128 KiB pieces,
+/// 8 of them in parallel instead of one 1 MiB chunk on one worker.
+pub(crate) fn split_bytes(size: usize, workers: usize, chunk_bytes: usize) -> usize {
+    let min = crate::config::MIN_SPLIT_BYTES.min(chunk_bytes);
+    size.div_ceil(workers.max(1))
+        .next_multiple_of(min)
+        .clamp(min, chunk_bytes)
+}
+
 /// A chunk on its way to, or inside, a worker.
 pub(crate) struct Chunk {
     pub req: Arc<ReqState>,
@@ -281,7 +292,7 @@ impl Engine {
             done.fire(Err(e));
             return;
         }
-        let chunk = self.inner.cfg.chunk_bytes as u64;
+        let chunk = split_bytes(size, self.inner.workers.len(), self.inner.cfg.chunk_bytes) as u64;
         let start = req.file_offset;
         let end = start + size as u64;
         let mut bounds = Vec::new();
@@ -333,9 +344,20 @@ impl Engine {
     pub fn transfer(&self, req: IoRequest) -> Result<usize> {
         let fsync_fd = (req.dir == Direction::Write && self.inner.cfg.write_sync)
             .then_some(req.file.buffered_fd);
-        let w = Arc::new(Waiter::default());
-        self.submit(req, Completion::Wait(w.clone()));
-        let n = w.wait()?;
+        let n = if matches!(req.mem, Memory::Host(_))
+            && req.size <= self.inner.cfg.inline_max_bytes
+            && self.inner.cfg.read_mode == ReadMode::Auto
+        {
+            self.check_access(&req)?;
+            let _busy = crate::file::InflightGuard::new(&req.file);
+            let n = inline_host_io(&req)?;
+            Stats::add(&self.inner.stats.inline_bytes, n as u64);
+            n
+        } else {
+            let w = Arc::new(Waiter::default());
+            self.submit(req, Completion::Wait(w.clone()));
+            w.wait()?
+        };
         if let Some(fd) = fsync_fd {
             // Durability as upstream's sync write (fdatasync per chunk there; one
             // per request here, before the call returns: the same guarantee).
@@ -382,9 +404,95 @@ impl Engine {
     }
 }
 
+/// A small host-memory transfer on the caller's thread: what pread/pwrite
+/// would cost, without a hand-off. Reads use the page cache when the range is
+/// resident (RWF_NOWAIT) and O_DIRECT when it is not and the request is
+/// aligned; writes go to the descriptor kind the caller opened.
+fn inline_host_io(req: &IoRequest) -> Result<usize> {
+    let Memory::Host(p) = req.mem else {
+        return Err(OpError::InternalError.into());
+    };
+    let f = &req.file;
+    let size = req.size.min(MAX_RW_COUNT);
+    let aligned = |off: u64, ptr: usize, len: usize| {
+        f.direct().is_some_and(|(_, a)| {
+            off % a == 0 && len as u64 % a == 0 && ptr as u64 % f.dio_mem_align.max(1) as u64 == 0
+        })
+    };
+    let mut done = 0usize;
+    let mut retries = 0u32;
+    while done < size {
+        let off = req.file_offset + done as u64;
+        let ptr = p + done;
+        let len = size - done;
+        let r = match req.dir {
+            Direction::Read => {
+                let iov = libc::iovec {
+                    iov_base: ptr as *mut libc::c_void,
+                    iov_len: len,
+                };
+                let want_direct = f.client_direct && aligned(off, ptr, len);
+                let mut r = if want_direct {
+                    -1
+                } else {
+                    // SAFETY: the caller's buffer covers [ptr, ptr + len) (the C contract).
+                    unsafe { libc::preadv2(f.buffered_fd, &iov, 1, off as i64, libc::RWF_NOWAIT) }
+                };
+                let e = std::io::Error::last_os_error().raw_os_error();
+                if r < 0 && (want_direct || e == Some(libc::EAGAIN) || e == Some(libc::EOPNOTSUPP))
+                {
+                    let fd = match f.direct() {
+                        Some((dfd, _)) if aligned(off, ptr, len) => dfd,
+                        _ => f.buffered_fd,
+                    };
+                    // SAFETY: as above.
+                    r = unsafe { libc::pread(fd, ptr as *mut libc::c_void, len, off as i64) };
+                }
+                r
+            }
+            Direction::Write => {
+                let fd = match f.direct() {
+                    Some((dfd, _)) if f.client_direct && aligned(off, ptr, len) => dfd,
+                    _ => f.buffered_fd,
+                };
+                // SAFETY: the caller's buffer covers [ptr, ptr + len).
+                unsafe { libc::pwrite(fd, ptr as *const libc::c_void, len, off as i64) }
+            }
+        };
+        if r < 0 {
+            let e = std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO);
+            if (e == libc::EINTR || e == libc::EAGAIN) && retries < 64 {
+                retries += 1;
+                continue;
+            }
+            return Err(Error::Os(e));
+        }
+        if r == 0 {
+            if req.dir == Direction::Read {
+                break; // EOF
+            }
+            return Err(Error::Os(libc::EIO));
+        }
+        done += r as usize;
+    }
+    Ok(done)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn split_spreads_mid_size_requests() {
+        let mib = 1 << 20;
+        assert_eq!(split_bytes(mib, 12, 4 * mib), 128 << 10);
+        assert_eq!(split_bytes(4096, 12, 4 * mib), 64 << 10);
+        assert_eq!(split_bytes(1 << 30, 12, 4 * mib), 4 * mib);
+        assert_eq!(split_bytes(mib, 1, 4 * mib), mib);
+        assert_eq!(split_bytes(mib, 2, 16 << 10), 16 << 10);
+    }
 
     #[test]
     fn combine_stops_at_short_chunk_and_reports_errors() {

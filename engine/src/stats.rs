@@ -24,6 +24,8 @@ pub struct Stats {
     pub bounced_chunks: AtomicU64,
     /// Ops resubmitted after EINTR/EAGAIN/short transfers.
     pub retries: AtomicU64,
+    /// Bytes of small host-memory requests done on the caller's thread.
+    pub inline_bytes: AtomicU64,
 }
 
 /// A plain copy of the counters.
@@ -38,6 +40,7 @@ pub struct StatsSnapshot {
     pub gpu_copies: u64,
     pub bounced_chunks: u64,
     pub retries: u64,
+    pub inline_bytes: u64,
 }
 
 impl Stats {
@@ -57,6 +60,7 @@ impl Stats {
             gpu_copies: g(&self.gpu_copies),
             bounced_chunks: g(&self.bounced_chunks),
             retries: g(&self.retries),
+            inline_bytes: g(&self.inline_bytes),
         }
     }
 }

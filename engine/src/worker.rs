@@ -149,6 +149,7 @@ struct Worker {
     slab: Slab,
     fixed: bool,
     free_slots: Vec<usize>,
+    free_small: Vec<usize>,
     table: Vec<Option<Active>>,
     free_ids: Vec<usize>,
     need_slot: VecDeque<usize>,
@@ -191,6 +192,8 @@ impl Worker {
         let slab = Slab::new(
             cfg.slots_per_worker,
             cfg.slot_bytes(),
+            cfg.small_slots_per_worker,
+            cfg.small_slot_bytes(),
             &gpu,
             cfg.pin_buffers,
         )
@@ -210,13 +213,16 @@ impl Worker {
                 Err(e) => bounce::log_registration_failure(cfg.bounce_bytes(), &e),
             }
         }
-        let cap = (cfg.slots_per_worker * 2).max(8);
+        let cap = (cfg.slots_per_worker * 2 + cfg.small_slots_per_worker).max(8);
         Ok(Worker {
             cfg: cfg.clone(),
             gpu,
             stats,
             ring,
             free_slots: (0..slab.slots()).rev().collect(),
+            free_small: (slab.slots()..slab.slots() + slab.small_slots())
+                .rev()
+                .collect(),
             slab,
             fixed,
             table: (0..cap).map(|_| None).collect(),
@@ -318,12 +324,28 @@ impl Worker {
         }
     }
 
+    /// Hand free slots to waiting chunks in arrival order; a chunk that fits a
+    /// small slot takes one, so small I/O keeps flowing while large slots are busy.
     fn grant_slots(&mut self) {
-        while !self.need_slot.is_empty() && !self.free_slots.is_empty() {
-            let id = self.need_slot.pop_front().unwrap_or_default();
-            let slot = self.free_slots.pop();
+        let small_fit = self.cfg.small_slot_bytes() - 2 * crate::file::MAX_DIO_ALIGN;
+        let mut i = 0;
+        while i < self.need_slot.len()
+            && !(self.free_slots.is_empty() && self.free_small.is_empty())
+        {
+            let id = self.need_slot[i];
+            let len = self.table[id].as_ref().map_or(0, |a| a.chunk.len);
+            let slot = if len <= small_fit && !self.free_small.is_empty() {
+                self.free_small.pop()
+            } else {
+                self.free_slots.pop()
+            };
+            let Some(slot) = slot else {
+                i += 1;
+                continue;
+            };
+            self.need_slot.remove(i);
             if let Some(a) = self.table[id].as_mut() {
-                a.slot = slot;
+                a.slot = Some(slot);
                 a.slot_from = a.done;
             }
             Stats::add(&self.stats.bounced_chunks, 1);
@@ -390,8 +412,11 @@ impl Worker {
             let cur = a.chunk.file_offset + a.done as u64;
             let end = a.chunk.file_offset + a.chunk.len as u64;
             let direct = self.direct_for(a);
-            let probe_cache =
-                direct.is_some() && self.cfg.read_mode == ReadMode::Auto && !a.want_direct;
+            // A descriptor opened with O_DIRECT says "bypass the page cache": no probe.
+            let probe_cache = direct.is_some()
+                && self.cfg.read_mode == ReadMode::Auto
+                && !a.chunk.file.client_direct
+                && !a.want_direct;
             match direct {
                 Some((dfd, align)) if !probe_cache => {
                     let start = align_down(cur, align);
@@ -810,7 +835,11 @@ impl Worker {
         };
         self.need_slot.retain(|&x| x != id);
         if let Some(s) = a.slot {
-            self.free_slots.push(s);
+            if s < self.slab.slots() {
+                self.free_slots.push(s);
+            } else {
+                self.free_small.push(s);
+            }
         }
         self.free_ids.push(id);
         a.chunk.req.chunk_done(a.chunk.idx, r);

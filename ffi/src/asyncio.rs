@@ -3,8 +3,10 @@
 //!
 //! Design: the user's stream is *parked* on a word of pinned host memory.
 //! For each op we enqueue on the user's stream
-//!   1. write_value32(start, gen)   – "the stream has reached this op"
-//!   2. wait_value32(done >= gen)   – "later work waits for the transfer"
+//!
+//! 1. write_value32(start, gen)   – "the stream has reached this op"
+//! 2. wait_value32(done >= gen)   – "later work waits for the transfer"
+//!
 //! A monitor thread sees `start == gen`, binds the parameters the stream flags
 //! left open (execution-time binding: it reads `*size_p` etc. only now),
 //! validates them and hands the transfer to the engine, which turns it into

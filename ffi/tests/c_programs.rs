@@ -14,15 +14,21 @@ fn repo() -> PathBuf {
 
 /// target/<profile>: the test binary lives in target/<profile>/deps.
 fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
-    let so = dir.join("libhipfile.so");
-    assert!(so.exists(), "{} was not built", so.display());
-    // Programs record the SONAME (libhipfile.so.0) as NEEDED; give it a name to load.
-    let soname = dir.join("libhipfile.so.0");
-    let _ = std::fs::remove_file(&soname);
-    std::os::unix::fs::symlink("libhipfile.so", &soname).unwrap();
-    dir
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let exe = std::env::current_exe().unwrap();
+        let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
+        let so = dir.join("libhipfile.so");
+        assert!(so.exists(), "{} was not built", so.display());
+        // Programs record the SONAME (libhipfile.so.0) as NEEDED; give it a name to load.
+        let soname = dir.join("libhipfile.so.0");
+        if std::fs::read_link(&soname).ok().as_deref() != Some(Path::new("libhipfile.so")) {
+            let _ = std::fs::remove_file(&soname);
+            std::os::unix::fs::symlink("libhipfile.so", &soname).unwrap();
+        }
+        dir
+    })
+    .clone()
 }
 
 fn compile(src: &str, cxx: bool) -> PathBuf {
@@ -42,15 +48,7 @@ fn compile(src: &str, cxx: bool) -> PathBuf {
         ("gcc", "-std=c11")
     };
     let status = Command::new(cc)
-        .args([
-            std,
-            "-O1",
-            "-g",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-D_GNU_SOURCE",
-        ])
+        .args([std, "-O1", "-g", "-Wall", "-Wextra", "-Werror"])
         .arg("-I")
         .arg(repo().join("include"))
         .arg(repo().join("tests/c").join(src))
