@@ -54,7 +54,12 @@ typedef struct ihipStream_t *hipStream_t;
 #include <stdint.h>
 #include <stdlib.h> /* llabs(), used by IS_HIPFILE_ERR and HIPFILE_ERRSTR */
 #include <sys/types.h> /* off_t, ssize_t */
+#ifdef _WIN32
+#include <BaseTsd.h>  /* SSIZE_T */
+#include <winsock2.h> /* struct sockaddr */
+#else
 #include <sys/socket.h> /* struct sockaddr */
+#endif
 #include <time.h> /* struct timespec */
 
 /* <time.h> defines struct timespec for C11 and POSIX; a strict C99 compile
@@ -95,8 +100,7 @@ extern "C" {
 /* File offset type: off_t on POSIX (8 bytes on LP64). */
 #ifdef _WIN32
 typedef __int64 hoff_t;
-#include <BaseTsd.h>
-typedef SSIZE_T ssize_t;
+typedef SSIZE_T ssize_t; /* <BaseTsd.h>, included above */
 #else
 typedef off_t hoff_t;
 #endif

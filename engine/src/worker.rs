@@ -567,6 +567,12 @@ impl Worker {
             a.want_direct = true;
             a.retries = 0;
             self.next_read(id);
+        } else if nowait && (res == -libc::EOPNOTSUPP || res == -libc::EINVAL) {
+            // The filesystem cannot do RWF_NOWAIT (tmpfs, some FUSE): plain reads.
+            log_once!(Level::Info, "RWF_NOWAIT refused ({}); reading through the page cache", -res);
+            let a = self.act(id);
+            a.buffered_only = true;
+            self.next_read(id);
         } else if res == -libc::EINTR || res == -libc::EAGAIN {
             self.retry_or_fail(id, -res);
         } else if res < 0 {

@@ -322,7 +322,7 @@ fn failing_gpu_copy_is_an_error_not_data() {
         )
         .unwrap();
     assert_eq!(n, 1 << 20);
-    assert_eq!(gpu.read_device(dev, 1 << 20), data);
+    assert!(gpu.read_device(dev, 1 << 20) == data);
     std::fs::remove_file(&path).unwrap();
 }
 
@@ -356,7 +356,7 @@ fn unregistered_buffers_and_low_memlock_degrade_cleanly() {
         .unwrap(),
         1 << 20
     );
-    assert_eq!(gpu.read_device(dev, 1 << 20), data);
+    assert!(gpu.read_device(dev, 1 << 20) == data);
     std::fs::remove_file(&path).unwrap();
 }
 
