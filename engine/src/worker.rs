@@ -569,7 +569,11 @@ impl Worker {
             self.next_read(id);
         } else if nowait && (res == -libc::EOPNOTSUPP || res == -libc::EINVAL) {
             // The filesystem cannot do RWF_NOWAIT (tmpfs, some FUSE): plain reads.
-            log_once!(Level::Info, "RWF_NOWAIT refused ({}); reading through the page cache", -res);
+            log_once!(
+                Level::Info,
+                "RWF_NOWAIT refused ({}); reading through the page cache",
+                -res
+            );
             let a = self.act(id);
             a.buffered_only = true;
             self.next_read(id);

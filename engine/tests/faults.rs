@@ -30,7 +30,12 @@ impl Counters {
     }
 }
 
-fn faulty_engine(seed: u64, hard: bool, gpu: Arc<dyn Gpu>, mode: ReadMode) -> (Engine, Arc<Mutex<Counters>>) {
+fn faulty_engine(
+    seed: u64,
+    hard: bool,
+    gpu: Arc<dyn Gpu>,
+    mode: ReadMode,
+) -> (Engine, Arc<Mutex<Counters>>) {
     let counters = Arc::new(Mutex::new(Counters { hard: Vec::new() }));
     let c2 = counters.clone();
     let factory: hipfile_engine::worker::FaultFactory = Arc::new(move |worker| {
@@ -47,21 +52,32 @@ fn faulty_engine(seed: u64, hard: bool, gpu: Arc<dyn Gpu>, mode: ReadMode) -> (E
         read_mode: mode,
         ..Config::default()
     };
-    (Engine::with_faults(cfg, gpu, Some(factory)).unwrap(), counters)
+    (
+        Engine::with_faults(cfg, gpu, Some(factory)).unwrap(),
+        counters,
+    )
 }
 
 fn seeds() -> Vec<u64> {
-    match std::env::var("HIPFILE_FAULT_SEED").ok().and_then(|s| s.parse().ok()) {
+    match std::env::var("HIPFILE_FAULT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
         Some(s) => vec![s],
         None => {
-            let n = std::env::var("HIPFILE_FAULT_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
+            let n = std::env::var("HIPFILE_FAULT_SEEDS")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(60);
             (1..=n).collect()
         }
     }
 }
 
 fn dir() -> std::path::PathBuf {
-    let d = std::env::var("HIPFILE_TEST_DIR").map(Into::into).unwrap_or_else(|_| std::env::temp_dir());
+    let d = std::env::var("HIPFILE_TEST_DIR")
+        .map(Into::into)
+        .unwrap_or_else(|_| std::env::temp_dir());
     std::fs::create_dir_all(&d).unwrap();
     d
 }
@@ -113,7 +129,15 @@ fn reads_and_writes_under_seeded_faults() {
                     let src = pattern(size, i as u8 + seed as u8);
                     let r = if device {
                         gpu.write_device(dev, &src);
-                        e.write(&file, Memory::Device { ptr: dev, device: 0 }, size, off)
+                        e.write(
+                            &file,
+                            Memory::Device {
+                                ptr: dev,
+                                device: 0,
+                            },
+                            size,
+                            off,
+                        )
                     } else {
                         e.write(&file, Memory::Host(src.as_ptr() as usize), size, off)
                     };
@@ -126,7 +150,10 @@ fn reads_and_writes_under_seeded_faults() {
                             assert!(back == src, "{what}: file differs after a successful write");
                         }
                         Err(err) => {
-                            assert!(counters.lock().unwrap().hard() > before, "{what}: error {err:?} with no hard fault injected");
+                            assert!(
+                                counters.lock().unwrap().hard() > before,
+                                "{what}: error {err:?} with no hard fault injected"
+                            );
                             // The range is now unknown: resynchronise the mirror from the file.
                             check.read_exact_at(&mut mirror, 0).unwrap();
                         }
@@ -134,7 +161,15 @@ fn reads_and_writes_under_seeded_faults() {
                 } else {
                     let mut host = vec![0u8; size];
                     let r = if device {
-                        e.read(&file, Memory::Device { ptr: dev, device: 0 }, size, off)
+                        e.read(
+                            &file,
+                            Memory::Device {
+                                ptr: dev,
+                                device: 0,
+                            },
+                            size,
+                            off,
+                        )
                     } else {
                         e.read(&file, Memory::Host(host.as_mut_ptr() as usize), size, off)
                     };
@@ -142,11 +177,21 @@ fn reads_and_writes_under_seeded_faults() {
                         Ok(n) => {
                             let want = (len as u64 - off).min(size as u64) as usize;
                             assert_eq!(n, want, "{what}: wrong count");
-                            let got = if device { gpu.read_device(dev, n) } else { host[..n].to_vec() };
-                            assert!(got == mirror[off as usize..off as usize + n], "{what}: wrong bytes");
+                            let got = if device {
+                                gpu.read_device(dev, n)
+                            } else {
+                                host[..n].to_vec()
+                            };
+                            assert!(
+                                got == mirror[off as usize..off as usize + n],
+                                "{what}: wrong bytes"
+                            );
                         }
                         Err(err) => {
-                            assert!(counters.lock().unwrap().hard() > before, "{what}: error {err:?} with no hard fault injected");
+                            assert!(
+                                counters.lock().unwrap().hard() > before,
+                                "{what}: error {err:?} with no hard fault injected"
+                            );
                         }
                     }
                 }
@@ -156,7 +201,11 @@ fn reads_and_writes_under_seeded_faults() {
             unsafe { gpu.device_free(dev).unwrap() };
         }
     }
-    eprintln!("fault injection: {} seeds, {} operations", seeds().len(), total_ops.load(Ordering::Relaxed));
+    eprintln!(
+        "fault injection: {} seeds, {} operations",
+        seeds().len(),
+        total_ops.load(Ordering::Relaxed)
+    );
     std::fs::remove_file(&path).ok();
 }
 
@@ -168,21 +217,56 @@ fn failing_gpu_copies_surface_as_errors() {
     std::fs::write(&path, &data).unwrap();
     let gpu = Arc::new(TestGpu::new(1));
     let (e, _) = faulty_engine(7, false, gpu.clone(), ReadMode::Auto);
-    let f = std::fs::File::options().read(true).write(true).open(&path).unwrap();
+    let f = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
     let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
     let dev = gpu.device_alloc(0, len).unwrap();
     for n in 1..4 {
         gpu.fail_next_copies(n);
-        let r = e.read(&file, Memory::Device { ptr: dev, device: 0 }, len, 0);
+        let r = e.read(
+            &file,
+            Memory::Device {
+                ptr: dev,
+                device: 0,
+            },
+            len,
+            0,
+        );
         assert!(r.is_err(), "copy failure {n} hidden: {r:?}");
         gpu.fail_next_copies(n);
-        let r = e.write(&file, Memory::Device { ptr: dev, device: 0 }, len, 0);
+        let r = e.write(
+            &file,
+            Memory::Device {
+                ptr: dev,
+                device: 0,
+            },
+            len,
+            0,
+        );
         assert!(r.is_err(), "copy failure {n} hidden on write: {r:?}");
         gpu.fail_next_copies(0);
         // The failed write may have written the chunks whose copies worked: restore.
         f.write_all_at(&data, 0).unwrap();
-        assert_eq!(e.read(&file, Memory::Device { ptr: dev, device: 0 }, len, 0).unwrap(), len);
-        assert!(gpu.read_device(dev, len) == data, "wrong bytes after copy failure {n}");
+        assert_eq!(
+            e.read(
+                &file,
+                Memory::Device {
+                    ptr: dev,
+                    device: 0
+                },
+                len,
+                0
+            )
+            .unwrap(),
+            len
+        );
+        assert!(
+            gpu.read_device(dev, len) == data,
+            "wrong bytes after copy failure {n}"
+        );
     }
     std::fs::remove_file(&path).ok();
 }
