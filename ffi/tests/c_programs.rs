@@ -12,12 +12,14 @@ fn repo() -> PathBuf {
         .to_path_buf()
 }
 
-/// target/<profile>: the test binary lives in target/<profile>/deps.
+/// target/<profile>/deps: where `cargo test` builds the cdylib next to this
+/// test binary (it does not copy it up to target/<profile>, so a library
+/// there may be stale).
 fn lib_dir() -> PathBuf {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
         let exe = std::env::current_exe().unwrap();
-        let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
+        let dir = exe.parent().unwrap().to_path_buf();
         let so = dir.join("libhipfile.so");
         assert!(so.exists(), "{} was not built", so.display());
         // Programs record the SONAME (libhipfile.so.0) as NEEDED; give it a name to load.
@@ -65,7 +67,13 @@ fn compile(src: &str, cxx: bool) -> PathBuf {
 }
 
 fn run(exe: &Path, args: &[&str]) {
-    let out = Command::new(exe).args(args).output().unwrap();
+    // cargo's LD_LIBRARY_PATH may name target/<profile>, where an older,
+    // uplifted copy of the library can lie: load exactly the one just built.
+    let out = Command::new(exe)
+        .args(args)
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     println!("{stdout}");
@@ -100,4 +108,9 @@ fn c_invalid_args() {
 #[test]
 fn c_roundtrip() {
     run(&compile("roundtrip.c", false), &[&tmp_dir()]);
+}
+
+#[test]
+fn c_lifecycle_stress_and_fork() {
+    run(&compile("lifecycle.c", false), &[&tmp_dir(), "3"]);
 }
