@@ -40,10 +40,14 @@ if [[ "$what" == *bench* ]] && [ -x "$C/hipfile-bench" ]; then
   run() { # name, args...
     local name=$1; shift
     echo "--- $name: hipfile-bench $*" >> "$OUT/bench.txt"
-    "$B" "$@" --output-format=json > "$OUT/$name.json" 2>>"$OUT/bench.txt"
-    python3 - "$OUT/$name.json" "$name" <<'PY' | tee -a "$OUT/summary.md"
+    mkdir -p "$WORK/json"
+    "$B" "$@" --output-format=json > "$WORK/json/$name.json" 2>>"$OUT/bench.txt"
+    python3 - "$WORK/json/$name.json" "$name" <<'PY' | tee -a "$OUT/summary.md"
 import json,sys
-j=json.load(open(sys.argv[1])); job=j["jobs"][0]
+try:
+    j=json.load(open(sys.argv[1])); job=j["jobs"][0]
+except Exception as e:
+    print(f"| {sys.argv[2]} | failed: {e} |"); sys.exit(0)
 for d in ("read","write"):
     x=job[d]
     if x["io_bytes"]:
@@ -52,5 +56,6 @@ PY
   }
   # The measurement list lives in scripts/gpu-bench.sh (uses B, F, WORK, run, drop).
   . scripts/gpu-bench.sh
+  tar -C "$WORK" -czf "$OUT/bench-json.tar.gz" json
 fi
 log "done"

@@ -244,76 +244,6 @@ impl Drop for Ring {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::Write;
-    use std::os::fd::AsRawFd;
-
-    #[test]
-    fn read_write_fsync_round_trip() {
-        let path = std::env::temp_dir().join(format!("hipfile-ring-{}", std::process::id()));
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .read(true)
-            .write(true)
-            .open(&path)
-            .unwrap();
-        f.write_all(b"hello ring").unwrap();
-        let mut ring = Ring::new(8).unwrap();
-        let mut buf = [0u8; 16];
-        // SAFETY: `buf` outlives the op: we reap before it goes out of scope.
-        unsafe {
-            ring.push(
-                Op::Read {
-                    fd: f.as_raw_fd(),
-                    buf: buf.as_mut_ptr(),
-                    len: 16,
-                    offset: 6,
-                    fixed: None,
-                    nowait: false,
-                },
-                7,
-            )
-            .unwrap();
-        }
-        ring.submit_and_wait(1).unwrap();
-        let mut out = Vec::new();
-        ring.reap(&mut out);
-        assert_eq!(
-            out,
-            vec![Cqe {
-                user_data: 7,
-                result: 4
-            }]
-        );
-        assert_eq!(&buf[..4], b"ring");
-        // SAFETY: fsync names no memory.
-        unsafe {
-            ring.push(
-                Op::Fsync {
-                    fd: f.as_raw_fd(),
-                    datasync: true,
-                },
-                8,
-            )
-            .unwrap();
-        }
-        ring.submit_and_wait(1).unwrap();
-        out.clear();
-        ring.reap(&mut out);
-        assert_eq!(
-            out,
-            vec![Cqe {
-                user_data: 8,
-                result: 0
-            }]
-        );
-        std::fs::remove_file(&path).unwrap();
-    }
-}
-
 /// A reproducible fault plan for tests: rewrites completions by a seeded
 /// generator. Short transfers stay 4 KiB multiples (what the kernel does
 /// mid-file, also for O_DIRECT); hard errors are counted so a test can tell an
@@ -400,5 +330,75 @@ impl FaultPlan for SeededFaults {
 
     fn holding(&self) -> usize {
         self.held.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn read_write_fsync_round_trip() {
+        let path = std::env::temp_dir().join(format!("hipfile-ring-{}", std::process::id()));
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(b"hello ring").unwrap();
+        let mut ring = Ring::new(8).unwrap();
+        let mut buf = [0u8; 16];
+        // SAFETY: `buf` outlives the op: we reap before it goes out of scope.
+        unsafe {
+            ring.push(
+                Op::Read {
+                    fd: f.as_raw_fd(),
+                    buf: buf.as_mut_ptr(),
+                    len: 16,
+                    offset: 6,
+                    fixed: None,
+                    nowait: false,
+                },
+                7,
+            )
+            .unwrap();
+        }
+        ring.submit_and_wait(1).unwrap();
+        let mut out = Vec::new();
+        ring.reap(&mut out);
+        assert_eq!(
+            out,
+            vec![Cqe {
+                user_data: 7,
+                result: 4
+            }]
+        );
+        assert_eq!(&buf[..4], b"ring");
+        // SAFETY: fsync names no memory.
+        unsafe {
+            ring.push(
+                Op::Fsync {
+                    fd: f.as_raw_fd(),
+                    datasync: true,
+                },
+                8,
+            )
+            .unwrap();
+        }
+        ring.submit_and_wait(1).unwrap();
+        out.clear();
+        ring.reap(&mut out);
+        assert_eq!(
+            out,
+            vec![Cqe {
+                user_data: 8,
+                result: 0
+            }]
+        );
+        std::fs::remove_file(&path).unwrap();
     }
 }

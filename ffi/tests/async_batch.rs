@@ -3,6 +3,8 @@
 //! wait/write-value) and with host memory. The driver is process-wide, so the
 //! tests take one lock and each starts and ends with the driver closed.
 
+#![allow(clippy::undocumented_unsafe_blocks)] // every call here is an unsafe C entry point on test-owned locals
+
 use hipfile::types::{HandleUnion, HipFileDescr, HipFileIoEvents, HipFileIoParams};
 use hipfile::*;
 use hipfile_engine::gpu::testgpu::TestGpu;
@@ -579,7 +581,7 @@ fn batches_run_concurrently_and_report_each_entry_once() {
                     unsafe { hipFileBatchIOSubmit(b, 29, ps.as_mut_ptr(), 0) }.err,
                     5037
                 );
-                let mut seen = vec![false; 101];
+                let mut seen = [false; 101];
                 let mut got = 0;
                 while got < 100 {
                     let ev = get_status(b, 1, 128, None);

@@ -1,0 +1,230 @@
+//! Buffers: page-aligned host memory (optionally pinned with the GPU runtime)
+//! and device memory from the engine's GPU runtime, plus the per-job buffer
+//! that the engines read into and write from.
+
+use hipfile_engine::gpu::{DevPtr, Gpu, Stream};
+use std::sync::Arc;
+
+/// Anonymous, page-aligned host memory (so O_DIRECT accepts it), faulted in at
+/// allocation so that page faults never land in a timed region.
+pub struct HostBuf {
+    ptr: *mut u8,
+    len: usize,
+    /// Set when the GPU runtime pinned it (host_register); undone on drop.
+    pinned_by: Option<Arc<dyn Gpu>>,
+}
+
+// SAFETY: the mapping is owned by this value; sharing it across threads is as
+// safe as sharing a Vec<u8> (users take care not to race on the bytes).
+unsafe impl Send for HostBuf {}
+
+impl HostBuf {
+    pub fn new(len: usize) -> Result<HostBuf, String> {
+        let len = len.max(1).next_multiple_of(4096);
+        // SAFETY: an anonymous private mapping; no preconditions.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(format!(
+                "mmap of {len} bytes failed: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        // SAFETY: p..p+len is our fresh writable mapping; writing faults every page in.
+        unsafe { std::ptr::write_bytes(p.cast::<u8>(), 0, len) };
+        Ok(HostBuf {
+            ptr: p.cast(),
+            len,
+            pinned_by: None,
+        })
+    }
+
+    /// Page-locked host memory registered with `gpu` (for async copies).
+    pub fn pinned(len: usize, gpu: &Arc<dyn Gpu>) -> Result<HostBuf, String> {
+        let mut b = HostBuf::new(len)?;
+        // SAFETY: the mapping lives until drop, which unregisters it first.
+        unsafe { gpu.host_register(b.ptr, b.len) }
+            .map_err(|e| format!("host_register of {} bytes: {e}", b.len))?;
+        b.pinned_by = Some(gpu.clone());
+        Ok(b)
+    }
+
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: ptr..ptr+len is our initialised mapping.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and &mut self is exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for HostBuf {
+    fn drop(&mut self) {
+        if let Some(g) = self.pinned_by.take() {
+            // SAFETY: registered in `pinned`; every copy using it has been synchronised.
+            let _ = unsafe { g.host_unregister(self.ptr) };
+        }
+        // SAFETY: unmapping our own mapping.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// Device memory from `Gpu::device_alloc`, freed on drop.
+pub struct DeviceBuf {
+    pub ptr: DevPtr,
+    gpu: Arc<dyn Gpu>,
+}
+
+impl DeviceBuf {
+    pub fn new(gpu: &Arc<dyn Gpu>, device: i32, len: usize) -> Result<DeviceBuf, String> {
+        let ptr = gpu
+            .device_alloc(device, len)
+            .map_err(|e| format!("device_alloc of {len} bytes on GPU {device}: {e}"))?;
+        Ok(DeviceBuf {
+            ptr,
+            gpu: gpu.clone(),
+        })
+    }
+}
+
+impl Drop for DeviceBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated by device_alloc; the job has synchronised its streams.
+        let _ = unsafe { self.gpu.device_free(self.ptr) };
+    }
+}
+
+enum Backing {
+    Host(HostBuf),
+    Device {
+        buf: DeviceBuf,
+        /// A stream of its own for verify/fill copies, so they never queue
+        /// behind (or in front of) the I/O being measured.
+        aux: Stream,
+        /// Host staging for those copies (pinned when the runtime allows it).
+        staging: HostBuf,
+    },
+}
+
+/// One job's I/O buffer: `slots` regions of `slot_bytes`, one per I/O in flight.
+pub struct JobMem {
+    backing: Backing,
+    pub slot_bytes: usize,
+    pub slots: usize,
+    gpu: Arc<dyn Gpu>,
+}
+
+impl JobMem {
+    pub fn host(slots: usize, slot_bytes: usize, gpu: &Arc<dyn Gpu>) -> Result<JobMem, String> {
+        Ok(JobMem {
+            backing: Backing::Host(HostBuf::new(slots * slot_bytes)?),
+            slot_bytes,
+            slots,
+            gpu: gpu.clone(),
+        })
+    }
+
+    pub fn device(
+        slots: usize,
+        slot_bytes: usize,
+        gpu: &Arc<dyn Gpu>,
+        device: i32,
+    ) -> Result<JobMem, String> {
+        let buf = DeviceBuf::new(gpu, device, slots * slot_bytes)?;
+        let aux = gpu
+            .stream_create(device)
+            .map_err(|e| format!("stream_create on GPU {device}: {e}"))?;
+        let staging = HostBuf::pinned(slot_bytes, gpu).or_else(|_| HostBuf::new(slot_bytes))?;
+        Ok(JobMem {
+            backing: Backing::Device { buf, aux, staging },
+            slot_bytes,
+            slots,
+            gpu: gpu.clone(),
+        })
+    }
+
+    pub fn is_device(&self) -> bool {
+        matches!(self.backing, Backing::Device { .. })
+    }
+
+    /// The buffer's base: a host pointer or a device address.
+    pub fn base(&self) -> u64 {
+        match &self.backing {
+            Backing::Host(h) => h.ptr() as u64,
+            Backing::Device { buf, .. } => buf.ptr,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots * self.slot_bytes
+    }
+
+    /// The first `len` bytes of `slot` as host memory (a device-to-host copy
+    /// on the aux stream for device memory). The slot's I/O must have completed.
+    pub fn fetch(&mut self, slot: usize, len: usize) -> Result<&[u8], String> {
+        let off = slot * self.slot_bytes;
+        match &mut self.backing {
+            Backing::Host(h) => Ok(&h.as_slice()[off..off + len]),
+            Backing::Device { buf, aux, staging } => {
+                // SAFETY: staging holds slot_bytes >= len; the source lies in our allocation.
+                unsafe {
+                    self.gpu
+                        .copy_dtoh_async(staging.ptr(), buf.ptr + off as u64, len, *aux)
+                }
+                .and_then(|_| self.gpu.stream_synchronize(*aux))
+                .map_err(|e| format!("device-to-host copy for verify: {e}"))?;
+                Ok(&staging.as_slice()[..len])
+            }
+        }
+    }
+
+    /// Write the first `len` bytes of `slot` with `f` (through host staging and
+    /// a host-to-device copy for device memory). No I/O may use the slot.
+    pub fn store(
+        &mut self,
+        slot: usize,
+        len: usize,
+        f: impl FnOnce(&mut [u8]),
+    ) -> Result<(), String> {
+        let off = slot * self.slot_bytes;
+        match &mut self.backing {
+            Backing::Host(h) => {
+                f(&mut h.as_mut_slice()[off..off + len]);
+                Ok(())
+            }
+            Backing::Device { buf, aux, staging } => {
+                f(&mut staging.as_mut_slice()[..len]);
+                // SAFETY: staging stays untouched until the synchronize below.
+                unsafe {
+                    self.gpu
+                        .copy_htod_async(buf.ptr + off as u64, staging.ptr(), len, *aux)
+                }
+                .and_then(|_| self.gpu.stream_synchronize(*aux))
+                .map_err(|e| format!("host-to-device copy of write data: {e}"))
+            }
+        }
+    }
+}
+
+impl Drop for JobMem {
+    fn drop(&mut self) {
+        if let Backing::Device { aux, .. } = &self.backing {
+            let _ = self.gpu.stream_synchronize(*aux);
+            self.gpu.stream_destroy(*aux);
+        }
+    }
+}
