@@ -91,6 +91,25 @@ pub fn driver_open() -> Result<(), String> {
 
 /// hipFileDriverClose.
 pub fn driver_close() -> Result<(), String> {
+    // Which path served the bytes (page-cache probe hits vs O_DIRECT, ...).
+    if let Some(e) = hipfile_engine::registry::driver().engine() {
+        let s = e.stats();
+        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        eprintln!(
+            "note: engine paths: cache-hit {:.0} MiB, O_DIRECT read {:.0} MiB, buffered read {:.0} MiB, \
+             inline {:.0} MiB, O_DIRECT write {:.0} MiB, buffered write {:.0} MiB, probe misses {}, \
+             GPU copies {}, retries {}",
+            mib(s.cache_hit_bytes),
+            mib(s.direct_read_bytes),
+            mib(s.buffered_read_bytes),
+            mib(s.inline_bytes),
+            mib(s.direct_write_bytes),
+            mib(s.buffered_write_bytes),
+            s.cache_misses,
+            s.gpu_copies,
+            s.retries
+        );
+    }
     check("hipFileDriverClose", hipfile::hipFileDriverClose())
 }
 
