@@ -41,7 +41,9 @@ if [[ "$what" == *bench* ]] && [ -x "$C/hipfile-bench" ]; then
     local name=$1; shift
     echo "--- $name: hipfile-bench $*" >> "$OUT/bench.txt"
     mkdir -p "$WORK/json"
-    "$B" "$@" --output-format=json > "$WORK/json/$name.json" 2>>"$OUT/bench.txt"
+    # A bounded run: a hang costs 60 s of the lease, not all of it.
+    timeout 60 "$B" "$@" --output-format=json > "$WORK/json/$name.json" 2>>"$OUT/bench.txt" \
+      || echo "$name: exit $?" >> "$OUT/bench.txt"
     python3 - "$WORK/json/$name.json" "$name" <<'PY' | tee -a "$OUT/summary.md"
 import json,sys
 try:

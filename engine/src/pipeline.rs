@@ -283,6 +283,14 @@ impl Engine {
     /// Start `req`; `done` fires once with the byte count or the error.
     /// Sizes above MAX_RW_COUNT are clamped, as the kernel would.
     pub fn submit(&self, req: IoRequest, done: Completion) {
+        // Batch and stream callers keep many requests in flight themselves:
+        // whole chunks only, so a 1 MiB entry is one piece of work, not eight.
+        self.submit_split(req, done, false)
+    }
+
+    /// `spread`: cut requests below workers × chunk into smaller pieces so one
+    /// synchronous caller uses every worker.
+    fn submit_split(&self, req: IoRequest, done: Completion, spread: bool) {
         let size = req.size.min(MAX_RW_COUNT);
         if size == 0 {
             done.fire(Ok(0));
@@ -292,7 +300,11 @@ impl Engine {
             done.fire(Err(e));
             return;
         }
-        let chunk = split_bytes(size, self.inner.workers.len(), self.inner.cfg.chunk_bytes) as u64;
+        let chunk = if spread {
+            split_bytes(size, self.inner.workers.len(), self.inner.cfg.chunk_bytes)
+        } else {
+            self.inner.cfg.chunk_bytes
+        } as u64;
         let start = req.file_offset;
         let end = start + size as u64;
         let mut bounds = Vec::new();
@@ -355,7 +367,7 @@ impl Engine {
             n
         } else {
             let w = Arc::new(Waiter::default());
-            self.submit(req, Completion::Wait(w.clone()));
+            self.submit_split(req, Completion::Wait(w.clone()), true);
             w.wait()?
         };
         if let Some(fd) = fsync_fd {
