@@ -14,10 +14,8 @@ use std::sync::Arc;
 pub struct Slab {
     base: *mut u8,
     bytes: usize,
-    slot_bytes: usize,
-    slots: usize,
-    small_bytes: usize,
-    small: usize,
+    /// (first slot index, count, bytes per slot) for each size class.
+    classes: Vec<(usize, usize, usize)>,
     /// The GPU runtime that pinned the slab, to unpin it on drop.
     pinned_by: Option<Arc<dyn Gpu>>,
 }
@@ -27,20 +25,20 @@ pub struct Slab {
 unsafe impl Send for Slab {}
 
 impl Slab {
-    /// Map `slots` slots of `slot_bytes` and `small` slots of `small_bytes` (each
-    /// rounded up to 4 KiB), and pin them with `gpu` when it has devices and `pin` is set.
-    /// Slot indices: 0..slots are the large ones, slots..slots+small the small ones.
-    pub fn new(
-        slots: usize,
-        slot_bytes: usize,
-        small: usize,
-        small_bytes: usize,
-        gpu: &Arc<dyn Gpu>,
-        pin: bool,
-    ) -> std::io::Result<Slab> {
-        let slot_bytes = slot_bytes.div_ceil(4096) * 4096;
-        let small_bytes = small_bytes.div_ceil(4096) * 4096;
-        let bytes = slots * slot_bytes + small * small_bytes;
+    /// Map one region holding, for each `(count, bytes)` class, `count` slots of
+    /// `bytes` (rounded up to 4 KiB), and pin it with `gpu` when it has devices
+    /// and `pin` is set. Slot indices run through the classes in order.
+    pub fn new(classes: &[(usize, usize)], gpu: &Arc<dyn Gpu>, pin: bool) -> std::io::Result<Slab> {
+        let mut table = Vec::with_capacity(classes.len());
+        let mut first = 0;
+        let mut bytes = 0;
+        for &(count, b) in classes {
+            let b = b.div_ceil(4096) * 4096;
+            table.push((first, count, b));
+            first += count;
+            bytes += count * b;
+        }
+        let bytes = bytes.max(4096);
         // SAFETY: an anonymous private mapping with no address hint has no preconditions.
         let p = unsafe {
             libc::mmap(
@@ -59,10 +57,7 @@ impl Slab {
         let mut slab = Slab {
             base,
             bytes,
-            slot_bytes,
-            slots,
-            small_bytes,
-            small,
+            classes: table,
             pinned_by: None,
         };
         if pin && gpu.has_devices() {
@@ -83,44 +78,64 @@ impl Slab {
         Ok(slab)
     }
 
-    /// Large slots (indices 0..slots()).
-    pub fn slots(&self) -> usize {
-        self.slots
+    /// All slots.
+    pub fn len(&self) -> usize {
+        self.classes.last().map_or(0, |&(f, c, _)| f + c)
     }
 
-    /// Small slots (indices slots()..slots()+small_slots()).
-    pub fn small_slots(&self) -> usize {
-        self.small
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
-    /// Bytes of slot `i`.
-    pub fn slot_len(&self, i: usize) -> usize {
-        if i < self.slots {
-            self.slot_bytes
-        } else {
-            self.small_bytes
-        }
+    /// Slot indices of class `k`.
+    pub fn class_range(&self, k: usize) -> std::ops::Range<usize> {
+        let (f, c, _) = self.classes[k];
+        f..f + c
+    }
+
+    /// Bytes per slot of class `k`.
+    pub fn class_bytes(&self, k: usize) -> usize {
+        self.classes[k].2
+    }
+
+    pub fn classes(&self) -> usize {
+        self.classes.len()
+    }
+
+    /// The class slot `i` belongs to.
+    pub fn class_of(&self, i: usize) -> usize {
+        self.classes
+            .iter()
+            .position(|&(f, c, _)| i >= f && i < f + c)
+            .expect("slot index in range")
     }
 
     pub fn is_pinned(&self) -> bool {
         self.pinned_by.is_some()
     }
 
+    /// Bytes of slot `i`.
+    pub fn slot_len(&self, i: usize) -> usize {
+        self.classes[self.class_of(i)].2
+    }
+
     /// Start of slot `i` (4 KiB aligned).
     pub fn slot(&self, i: usize) -> *mut u8 {
-        assert!(i < self.slots + self.small);
-        let off = if i < self.slots {
-            i * self.slot_bytes
-        } else {
-            self.slots * self.slot_bytes + (i - self.slots) * self.small_bytes
-        };
-        // SAFETY: i is a valid slot index, so the offset stays inside the mapping.
-        unsafe { self.base.add(off) }
+        let mut off = 0;
+        for &(f, c, b) in &self.classes {
+            if i < f + c {
+                off += (i - f) * b;
+                // SAFETY: i is a valid slot index, so the offset stays inside the mapping.
+                return unsafe { self.base.add(off) };
+            }
+            off += c * b;
+        }
+        panic!("slot index {i} out of range");
     }
 
     /// One iovec per slot, for `Ring::register_buffers` (buffer index = slot index).
     pub fn iovecs(&self) -> Vec<libc::iovec> {
-        (0..self.slots + self.small)
+        (0..self.len())
             .map(|i| libc::iovec {
                 iov_base: self.slot(i).cast(),
                 iov_len: self.slot_len(i),

@@ -33,6 +33,9 @@ pub struct Config {
     /// Small bounce slots per worker, for I/O of up to `SMALL_SLOT_BYTES`
     /// (4 KiB random reads keep many in flight without tying up chunk slots).
     pub small_slots_per_worker: usize,
+    /// Mid-size bounce slots per worker, for I/O of up to `MID_SLOT_DATA_BYTES`
+    /// (batch entries of 1 MiB keep twelve in flight per worker, not four).
+    pub mid_slots_per_worker: usize,
     /// Host-memory requests up to this size run on the caller's thread with
     /// preadv2/pwrite: a 4 KiB read then costs what pread costs, with no
     /// hand-off to a worker. 0 disables. `HIPFILE_INLINE_KB`.
@@ -74,6 +77,8 @@ pub const DEFAULT_MAX_THREADS: usize = 12;
 pub const DEFAULT_SLOTS_PER_WORKER: usize = 4;
 /// Data bytes a small bounce slot takes.
 pub const SMALL_SLOT_DATA_BYTES: usize = 64 << 10;
+/// Data bytes a mid-size bounce slot takes.
+pub const MID_SLOT_DATA_BYTES: usize = 1 << 20;
 /// Smallest piece a request is split into when it is spread over the workers.
 pub const MIN_SPLIT_BYTES: usize = 64 << 10;
 
@@ -87,6 +92,7 @@ impl Default for Config {
             chunk_bytes: DEFAULT_CHUNK_BYTES,
             slots_per_worker: DEFAULT_SLOTS_PER_WORKER,
             small_slots_per_worker: 32,
+            mid_slots_per_worker: 8,
             inline_max_bytes: 64 << 10,
             ring_entries: 128,
             read_mode: ReadMode::Auto,
@@ -206,9 +212,10 @@ impl Config {
         if let Some(kb) = env_unsigned(env, "HIPFILE_INLINE_KB") {
             c.inline_max_bytes = clamp_warn("HIPFILE_INLINE_KB", kb as usize, 0, 1024) << 10;
         }
-        c.ring_entries = ((c.slots_per_worker * 2 + c.small_slots_per_worker) as u32)
-            .next_power_of_two()
-            .max(64);
+        c.ring_entries =
+            ((c.slots_per_worker * 2 + c.small_slots_per_worker + c.mid_slots_per_worker) as u32)
+                .next_power_of_two()
+                .max(64);
         c.read_mode = env_choice(
             env,
             "HIPFILE_READ_MODE",
@@ -258,7 +265,22 @@ impl Config {
     pub fn bounce_bytes(&self) -> usize {
         self.io_threads
             * (self.slots_per_worker * self.slot_bytes()
-                + self.small_slots_per_worker * self.small_slot_bytes())
+                + self.small_slots_per_worker * self.small_slot_bytes()
+                + self.mid_slots_per_worker
+                    * (MID_SLOT_DATA_BYTES + 2 * crate::file::MAX_DIO_ALIGN))
+    }
+
+    /// Slot classes of a worker's slab, smallest first: (count, bytes per slot).
+    /// Each slot has room to widen its data to DIO boundaries on both ends.
+    pub fn slot_classes(&self) -> Vec<(usize, usize)> {
+        let pad = 2 * crate::file::MAX_DIO_ALIGN;
+        let mut v = vec![
+            (self.small_slots_per_worker, SMALL_SLOT_DATA_BYTES + pad),
+            (self.mid_slots_per_worker, MID_SLOT_DATA_BYTES + pad),
+            (self.slots_per_worker, self.slot_bytes()),
+        ];
+        v.retain(|&(n, b)| n > 0 && b <= self.slot_bytes());
+        v
     }
 
     /// A small slot: 64 KiB of data plus the same widening room as a chunk slot.

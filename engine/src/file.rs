@@ -250,6 +250,56 @@ impl File {
     }
 }
 
+/// Page-cache residency of `[off, off + len)` of `fd` without causing any I/O
+/// (Linux 6.5 `cachestat`). `Some(true)`: every page is cached; `Some(false)`:
+/// at least one is not; `None`: the kernel lacks cachestat (then callers probe
+/// with RWF_NOWAIT, which can start readahead on a miss).
+///
+/// Why not only RWF_NOWAIT: a buffered NOWAIT read that misses still kicks off
+/// readahead of the range, so every cold chunk was read twice (once by
+/// readahead, once by O_DIRECT). On the H200 host that cut cold reads to 0.38x
+/// of the disk's O_DIRECT rate.
+pub fn fully_cached(fd: RawFd, off: u64, len: u64) -> Option<bool> {
+    use std::sync::atomic::AtomicBool;
+    static UNSUPPORTED: AtomicBool = AtomicBool::new(false);
+    if UNSUPPORTED.load(Ordering::Relaxed) || len == 0 {
+        return None;
+    }
+    #[repr(C)]
+    struct Range {
+        off: u64,
+        len: u64,
+    }
+    #[repr(C)]
+    #[derive(Default)]
+    struct CacheStat {
+        nr_cache: u64,
+        nr_dirty: u64,
+        nr_writeback: u64,
+        nr_evicted: u64,
+        nr_recently_evicted: u64,
+    }
+    const SYS_CACHESTAT: libc::c_long = 451; // x86_64 and aarch64 alike
+    let first = off & !4095;
+    let end = (off + len).div_ceil(4096) * 4096;
+    let range = Range {
+        off: first,
+        len: end - first,
+    };
+    let mut cs = CacheStat::default();
+    // SAFETY: both pointers name live, correctly laid out locals.
+    let r = unsafe { libc::syscall(SYS_CACHESTAT, fd, &range, &mut cs, 0) };
+    if r != 0 {
+        UNSUPPORTED.store(true, Ordering::Relaxed);
+        log_debug!(
+            "cachestat unavailable (errno {}); probing with RWF_NOWAIT",
+            errno()
+        );
+        return None;
+    }
+    Some(cs.nr_cache >= (end - first) / 4096)
+}
+
 impl Drop for File {
     fn drop(&mut self) {
         for &fd in &self.owned_fds {

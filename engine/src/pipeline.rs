@@ -67,6 +67,11 @@ pub struct IoRequest {
     pub file_offset: u64,
     /// Set to skip the chunks that have not started yet (batch cancel).
     pub cancel: Option<Arc<AtomicBool>>,
+    /// The caller waits for durability (sync write + fdatasync): aligned
+    /// pieces then go around the page cache with O_DIRECT, since they must
+    /// reach the disk before the call returns anyway (measured on the H200
+    /// host: buffered + fdatasync 1.53 GB/s, O_DIRECT 2.13 GB/s).
+    pub durable: bool,
 }
 
 /// Blocks a synchronous caller until its request has finished.
@@ -193,6 +198,7 @@ pub(crate) struct Chunk {
     pub mem: Memory,
     pub file_offset: u64,
     pub len: usize,
+    pub durable: bool,
 }
 
 struct Inner {
@@ -334,6 +340,7 @@ impl Engine {
                 mem: req.mem.offset((off - start) as usize),
                 file_offset: off,
                 len,
+                durable: req.durable,
             };
             self.inner.workers[(first + idx) % n].send(c);
         }
@@ -353,9 +360,10 @@ impl Engine {
     }
 
     /// Synchronous transfer: returns once the bytes have landed.
-    pub fn transfer(&self, req: IoRequest) -> Result<usize> {
+    pub fn transfer(&self, mut req: IoRequest) -> Result<usize> {
         let fsync_fd = (req.dir == Direction::Write && self.inner.cfg.write_sync)
             .then_some(req.file.buffered_fd);
+        req.durable = fsync_fd.is_some();
         let n = if matches!(req.mem, Memory::Host(_))
             && req.size <= self.inner.cfg.inline_max_bytes
             && self.inner.cfg.read_mode == ReadMode::Auto
@@ -395,6 +403,7 @@ impl Engine {
             size,
             file_offset,
             cancel: None,
+            durable: false,
         })
     }
 
@@ -412,6 +421,7 @@ impl Engine {
             size,
             file_offset,
             cancel: None,
+            durable: false,
         })
     }
 }

@@ -148,8 +148,8 @@ struct Worker {
     ring: Ring,
     slab: Slab,
     fixed: bool,
-    free_slots: Vec<usize>,
-    free_small: Vec<usize>,
+    /// Free slot indices per size class (smallest class first).
+    free: Vec<Vec<usize>>,
     table: Vec<Option<Active>>,
     free_ids: Vec<usize>,
     need_slot: VecDeque<usize>,
@@ -189,15 +189,7 @@ impl Worker {
         if let Some(f) = faults {
             ring.set_fault_plan(f(id));
         }
-        let slab = Slab::new(
-            cfg.slots_per_worker,
-            cfg.slot_bytes(),
-            cfg.small_slots_per_worker,
-            cfg.small_slot_bytes(),
-            &gpu,
-            cfg.pin_buffers,
-        )
-        .map_err(|e| {
+        let slab = Slab::new(&cfg.slot_classes(), &gpu, cfg.pin_buffers).map_err(|e| {
             crate::log_error!(
                 "cannot map {} bytes of bounce memory: {e}",
                 cfg.slot_bytes()
@@ -213,15 +205,16 @@ impl Worker {
                 Err(e) => bounce::log_registration_failure(cfg.bounce_bytes(), &e),
             }
         }
-        let cap = (cfg.slots_per_worker * 2 + cfg.small_slots_per_worker).max(8);
+        let cap =
+            (cfg.slots_per_worker * 2 + cfg.small_slots_per_worker + cfg.mid_slots_per_worker)
+                .max(8);
         Ok(Worker {
             cfg: cfg.clone(),
             gpu,
             stats,
             ring,
-            free_slots: (0..slab.slots()).rev().collect(),
-            free_small: (slab.slots()..slab.slots() + slab.small_slots())
-                .rev()
+            free: (0..slab.classes())
+                .map(|k| slab.class_range(k).rev().collect())
                 .collect(),
             slab,
             fixed,
@@ -324,22 +317,18 @@ impl Worker {
         }
     }
 
-    /// Hand free slots to waiting chunks in arrival order; a chunk that fits a
-    /// small slot takes one, so small I/O keeps flowing while large slots are busy.
+    /// Hand free slots to waiting chunks in arrival order; a chunk takes the
+    /// smallest free slot its data fits in, so small I/O keeps flowing while
+    /// large slots are busy.
     fn grant_slots(&mut self) {
-        let small_fit = self.cfg.small_slot_bytes() - 2 * crate::file::MAX_DIO_ALIGN;
+        let pad = 2 * crate::file::MAX_DIO_ALIGN;
         let mut i = 0;
-        while i < self.need_slot.len()
-            && !(self.free_slots.is_empty() && self.free_small.is_empty())
-        {
+        while i < self.need_slot.len() && self.free.iter().any(|f| !f.is_empty()) {
             let id = self.need_slot[i];
             let len = self.table[id].as_ref().map_or(0, |a| a.chunk.len);
-            let slot = if len <= small_fit && !self.free_small.is_empty() {
-                self.free_small.pop()
-            } else {
-                self.free_slots.pop()
-            };
-            let Some(slot) = slot else {
+            let class = (0..self.free.len())
+                .find(|&k| self.slab.class_bytes(k) >= len + pad && !self.free[k].is_empty());
+            let Some(slot) = class.and_then(|k| self.free[k].pop()) else {
                 i += 1;
                 continue;
             };
@@ -413,10 +402,20 @@ impl Worker {
             let end = a.chunk.file_offset + a.chunk.len as u64;
             let direct = self.direct_for(a);
             // A descriptor opened with O_DIRECT says "bypass the page cache": no probe.
-            let probe_cache = direct.is_some()
+            let mut probe_cache = direct.is_some()
                 && self.cfg.read_mode == ReadMode::Auto
                 && !a.chunk.file.client_direct
                 && !a.want_direct;
+            if probe_cache {
+                // Ask the page cache first when the kernel can say (no I/O).
+                match crate::file::fully_cached(a.chunk.file.buffered_fd, cur, end - cur) {
+                    Some(true) | None => {}
+                    Some(false) => {
+                        probe_cache = false;
+                        Stats::add(&self.stats.cache_misses, 1);
+                    }
+                }
+            }
             match direct {
                 Some((dfd, align)) if !probe_cache => {
                     let start = align_down(cur, align);
@@ -487,7 +486,7 @@ impl Worker {
             let src = self.buf_at(a, a.done);
             let fd = match self.direct_for(a) {
                 Some((dfd, align))
-                    if a.chunk.file.client_direct
+                    if (a.chunk.file.client_direct || a.chunk.durable)
                         && cur % align == 0
                         && rem % align == 0
                         && src as u64 % a.chunk.file.dio_mem_align.max(1) as u64 == 0 =>
@@ -845,11 +844,8 @@ impl Worker {
         };
         self.need_slot.retain(|&x| x != id);
         if let Some(s) = a.slot {
-            if s < self.slab.slots() {
-                self.free_slots.push(s);
-            } else {
-                self.free_small.push(s);
-            }
+            let k = self.slab.class_of(s);
+            self.free[k].push(s);
         }
         self.free_ids.push(id);
         a.chunk.req.chunk_done(a.chunk.idx, r);

@@ -26,7 +26,7 @@ use hipfile_engine::error::{Error, OpError};
 use hipfile_engine::gpu::{Gpu, MemKind, Stream};
 use hipfile_engine::pipeline::{Completion, Direction, Engine, IoRequest};
 use hipfile_engine::registry::{driver, BufferUse, StreamReg};
-use hipfile_engine::{log_warn, MAX_RW_COUNT};
+use hipfile_engine::{log_debug, log_warn, MAX_RW_COUNT};
 use std::ffi::{c_uint, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -181,6 +181,11 @@ impl Monitor {
 
     /// The stream reached `op`: bind the open parameters, validate, start it.
     fn launch(self: Arc<Self>, op: Pending) {
+        log_debug!(
+            "stream op pair {} gen {}: reached by its stream, starting",
+            op.pair,
+            op.gen
+        );
         // SAFETY: the caller keeps parameter storage alive until the op has executed
         // (the stream API's contract); reads are of plain integers.
         let (size, foff, boff) = unsafe {
@@ -249,6 +254,7 @@ impl Monitor {
     }
 
     fn complete(&self, pair: usize, gen: u32, bytes_p: usize, v: isize) {
+        log_debug!("stream op pair {pair} gen {gen}: done ({v}), releasing its stream");
         // SAFETY: bytes_p is the caller's result storage, alive until the stream passes.
         unsafe { (bytes_p as *mut isize).write_volatile(v) };
         self.words.word(2 * pair + 1).store(gen, Ordering::Release);

@@ -245,6 +245,7 @@ pub(crate) fn prepare(
         size,
         file_offset: file_offset as u64,
         cancel: None,
+        durable: false,
     };
     Ok((req, buf))
 }
