@@ -408,12 +408,14 @@ pub fn generator(plan: &Plan, index: usize) -> (Gen, u64, u64) {
     }
 }
 
-/// Run job `index`: set up, wait at `start` with the others, run, tear down.
-/// The barrier is always reached, even when setup fails, so no job hangs.
+/// Run job `index`: set up, wait at `start` with the others, run, wait at
+/// `finish` until every job's I/O is done, tear down. Both barriers are always
+/// reached, even when setup fails, so no job hangs.
 pub fn run(
     plan: &Plan,
     index: usize,
     start: &Barrier,
+    finish: &Barrier,
     progress: &Progress,
 ) -> Result<JobOutcome, JobError> {
     let (mut gen, region_start, region_end) = generator(plan, index);
@@ -428,11 +430,18 @@ pub fn run(
         mut engine,
         registered,
         fixed_buffers,
-    } = ready?;
+    } = match ready {
+        Ok(s) => s,
+        Err(e) => {
+            finish.wait();
+            return Err(e.into());
+        }
+    };
     let written = (plan.verify && plan.read_pct < 100)
         .then(|| Written::new(region_start, region_end, plan.bs));
     let r = run_loop(plan, &mut gen, &mut mem, engine.as_mut(), progress, written);
     let fin = engine.finish();
+    finish.wait();
     drop(engine);
     if registered {
         let d = engines::hipfile::buf_deregister(mem.base());

@@ -485,6 +485,10 @@ fn run(o: &Options) -> Result<(), Fail> {
     // Run: every job sets up, then all start together.
     let progress: Vec<job::Progress> = (0..numjobs).map(|_| job::Progress::default()).collect();
     let start = Barrier::new(numjobs as usize + 1);
+    // All jobs finish their I/O before any tears down: freeing device memory
+    // (cuMemFree synchronises the device) while another job's stream ops are
+    // parked on the library deadlocks the CUDA context (seen on the H200).
+    let finish = Barrier::new(numjobs as usize);
     let stop = AtomicBool::new(false);
     // SAFETY: isatty only inspects a descriptor.
     let tty = unsafe { libc::isatty(1) } == 1;
@@ -493,10 +497,10 @@ fn run(o: &Options) -> Result<(), Fail> {
     let (results, ru0, ru1, wall) = std::thread::scope(|s| {
         let handles: Vec<_> = (0..numjobs as usize)
             .map(|i| {
-                let (plan, start, p) = (&plan, &start, &progress[i]);
+                let (plan, start, finish, p) = (&plan, &start, &finish, &progress[i]);
                 std::thread::Builder::new()
                     .name(format!("job{i}"))
-                    .spawn_scoped(s, move || job::run(plan, i, start, p))
+                    .spawn_scoped(s, move || job::run(plan, i, start, finish, p))
                     .expect("spawning a job thread")
             })
             .collect();
