@@ -290,11 +290,12 @@ pub fn fully_cached(fd: RawFd, off: u64, len: u64) -> Option<bool> {
     // SAFETY: both pointers name live, correctly laid out locals.
     let r = unsafe { libc::syscall(SYS_CACHESTAT, fd, &range, &mut cs, 0) };
     if r != 0 {
-        UNSUPPORTED.store(true, Ordering::Relaxed);
-        log_debug!(
-            "cachestat unavailable (errno {}); probing with RWF_NOWAIT",
-            errno()
-        );
+        let e = errno();
+        if e == libc::ENOSYS || e == libc::EPERM {
+            // Old kernel, or a seccomp filter that forbids it: stop asking.
+            UNSUPPORTED.store(true, Ordering::Relaxed);
+            log_debug!("cachestat unavailable (errno {e}); probing with RWF_NOWAIT");
+        }
         return None;
     }
     Some(cs.nr_cache >= (end - first) / 4096)

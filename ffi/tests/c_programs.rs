@@ -34,6 +34,25 @@ fn lib_dir() -> PathBuf {
 }
 
 fn compile(src: &str, cxx: bool) -> PathBuf {
+    compile_with(src, cxx, &[], "")
+}
+
+/// The same program built with AddressSanitizer, UBSan and LeakSanitizer: the
+/// C side is instrumented and malloc/free are checked across the library.
+fn compile_asan(src: &str) -> PathBuf {
+    compile_with(
+        src,
+        false,
+        &[
+            "-fsanitize=address,undefined",
+            "-fno-omit-frame-pointer",
+            "-fno-sanitize-recover=all",
+        ],
+        "-asan",
+    )
+}
+
+fn compile_with(src: &str, cxx: bool, extra: &[&str], suffix: &str) -> PathBuf {
     let lib = lib_dir();
     let out_dir = lib.join("c-tests");
     std::fs::create_dir_all(&out_dir).unwrap();
@@ -43,7 +62,7 @@ fn compile(src: &str, cxx: bool) -> PathBuf {
         .to_str()
         .unwrap()
         .to_string();
-    let exe = out_dir.join(&stem);
+    let exe = out_dir.join(format!("{stem}{suffix}"));
     let (cc, std) = if cxx {
         ("g++", "-std=c++17")
     } else {
@@ -53,6 +72,7 @@ fn compile(src: &str, cxx: bool) -> PathBuf {
         .args([std, "-O1", "-g", "-Wall", "-Wextra", "-Werror"])
         .arg("-I")
         .arg(repo().join("include"))
+        .args(extra)
         .arg(repo().join("tests/c").join(src))
         .arg("-o")
         .arg(&exe)
@@ -60,6 +80,7 @@ fn compile(src: &str, cxx: bool) -> PathBuf {
         .arg(&lib)
         .arg("-lhipfile")
         .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-lpthread")
         .status()
         .expect("a C compiler (gcc/g++) is needed for the C tests");
     assert!(status.success(), "compiling {src} failed");
@@ -113,4 +134,19 @@ fn c_roundtrip() {
 #[test]
 fn c_lifecycle_stress_and_fork() {
     run(&compile("lifecycle.c", false), &[&tmp_dir(), "3"]);
+}
+
+#[test]
+fn c_invalid_args_under_asan() {
+    run(&compile_asan("invalid_args.c"), &[&tmp_dir()]);
+}
+
+#[test]
+fn c_roundtrip_under_asan() {
+    run(&compile_asan("roundtrip.c"), &[&tmp_dir()]);
+}
+
+#[test]
+fn c_lifecycle_under_asan() {
+    run(&compile_asan("lifecycle.c"), &[&tmp_dir(), "2"]);
 }
