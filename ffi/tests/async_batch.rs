@@ -855,3 +855,64 @@ fn driver_close_with_batches_and_stream_ops_outstanding() {
     gpu.set_copy_delay(Duration::ZERO);
     drop(tf);
 }
+
+#[test]
+fn device_one_buffers_leave_the_callers_current_device_alone() {
+    let (_g, gpu) = setup();
+    let tf = TestFile::new("dev1", 4 << 20);
+    gpu.bind_thread(0).unwrap();
+    let dev1 = gpu.device_alloc(1, 2 << 20).unwrap();
+    assert_eq!(hipFileBufRegister(dev1 as *const c_void, 2 << 20, 0).err, 0);
+    // Sync read into device 1.
+    let n = hipFileRead(tf.fh, dev1 as *mut c_void, 1 << 20, 4096, 0);
+    assert_eq!(n, 1 << 20);
+    assert!(gpu.read_device(dev1, 1 << 20) == tf.data[4096..4096 + (1 << 20)]);
+    assert_eq!(
+        gpu.current_device().unwrap(),
+        0,
+        "a sync read changed the caller's device"
+    );
+    // A batch entry into device 1.
+    let mut b = std::ptr::null_mut();
+    assert_eq!(unsafe { hipFileBatchIOSetUp(&mut b, 4) }.err, 0);
+    let mut p = [params(tf.fh, dev1, 8192, 1 << 20, 65536, false, 1)];
+    assert_eq!(
+        unsafe { hipFileBatchIOSubmit(b, 1, p.as_mut_ptr(), 0) }.err,
+        0
+    );
+    let ev = get_status(b, 1, 4, None);
+    assert_eq!((ev.len(), ev[0].status, ev[0].ret), (1, 0x10, 65536));
+    assert!(gpu.read_device(dev1 + (1 << 20), 65536) == tf.data[8192..8192 + 65536]);
+    hipFileBatchIODestroy(b);
+    assert_eq!(
+        gpu.current_device().unwrap(),
+        0,
+        "a batch changed the caller's device"
+    );
+    // A stream op on a device-1 stream.
+    let s1 = gpu.stream_create(1).unwrap();
+    let (mut size, mut foff, mut boff, mut bytes) = (65536usize, 0i64, 0i64, 0isize);
+    assert_eq!(
+        read_async(
+            tf.fh,
+            dev1,
+            &mut size,
+            &mut foff,
+            &mut boff,
+            &mut bytes,
+            sptr(s1)
+        ),
+        0
+    );
+    gpu.stream_synchronize(s1).unwrap();
+    assert_eq!(bytes, 65536);
+    assert!(gpu.read_device(dev1, 65536) == tf.data[..65536]);
+    assert_eq!(
+        gpu.current_device().unwrap(),
+        0,
+        "a stream op changed the caller's device"
+    );
+    assert_eq!(hipFileBufDeregister(dev1 as *const c_void).err, 0);
+    drop(tf);
+    teardown();
+}
