@@ -150,3 +150,8 @@ fn c_roundtrip_under_asan() {
 fn c_lifecycle_under_asan() {
     run(&compile_asan("lifecycle.c"), &[&tmp_dir(), "2"]);
 }
+
+#[test]
+fn c_bad_files() {
+    run(&compile("bad_files.c", false), &[&tmp_dir()]);
+}
