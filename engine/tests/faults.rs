@@ -270,3 +270,88 @@ fn failing_gpu_copies_surface_as_errors() {
     }
     std::fs::remove_file(&path).ok();
 }
+
+#[test]
+fn batch_entries_under_seeded_faults() {
+    use hipfile_engine::batch::{status, Batch, BatchEntry};
+    use hipfile_engine::{Direction, IoRequest};
+    let len = 1 << 20;
+    let data = pattern(len, 0x33);
+    let path = dir().join(format!("batchfaults-{}", std::process::id()));
+    std::fs::write(&path, &data).unwrap();
+    let mut entries_run = 0u64;
+    for seed in seeds().into_iter().take(40) {
+        for device in [false, true] {
+            let gpu = Arc::new(TestGpu::new(1));
+            gpu.set_copy_delay(Duration::from_micros(20));
+            let (e, counters) = faulty_engine(seed, true, gpu.clone(), ReadMode::Auto);
+            let f = std::fs::File::open(&path).unwrap();
+            let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
+            let dev = gpu.device_alloc(0, 64 * 16384).unwrap();
+            let mut host = vec![0u8; 64 * 16384];
+            let b = Batch::new(64);
+            let mut offs = Vec::new();
+            let entries: Vec<BatchEntry> = (0..64)
+                .map(|i| {
+                    let off = ((seed as usize * 7919 + i * 104729) % (len - 16384)) as u64;
+                    offs.push(off);
+                    let mem = if device {
+                        Memory::Device {
+                            ptr: dev + (i * 16384) as u64,
+                            device: 0,
+                        }
+                    } else {
+                        Memory::Host(host.as_mut_ptr() as usize + i * 16384)
+                    };
+                    BatchEntry {
+                        req: IoRequest {
+                            file: file.clone(),
+                            dir: Direction::Read,
+                            mem,
+                            size: 16384,
+                            file_offset: off,
+                            cancel: None,
+                            durable: false,
+                        },
+                        cookie: i,
+                        hold: None,
+                    }
+                })
+                .collect();
+            b.submit(&e, entries).unwrap();
+            let ev = b.get_status(64, 64, None);
+            assert_eq!(ev.len(), 64, "seed {seed}: every entry reported once");
+            let failed = ev.iter().filter(|x| x.status == status::FAILED).count() as u64;
+            assert!(
+                failed <= counters.lock().unwrap().hard(),
+                "seed {seed}: {failed} failures, fewer hard faults injected"
+            );
+            for x in &ev {
+                if x.status == status::COMPLETE {
+                    assert_eq!(
+                        x.ret, 16384,
+                        "seed {seed} entry {}: short count reported complete",
+                        x.cookie
+                    );
+                    let got = if device {
+                        gpu.read_device(dev + (x.cookie * 16384) as u64, 16384)
+                    } else {
+                        host[x.cookie * 16384..(x.cookie + 1) * 16384].to_vec()
+                    };
+                    let off = offs[x.cookie] as usize;
+                    assert!(
+                        got == data[off..off + 16384],
+                        "seed {seed} entry {}: wrong bytes",
+                        x.cookie
+                    );
+                } else {
+                    assert_eq!(x.status, status::FAILED);
+                    assert!(x.ret < 0);
+                }
+                entries_run += 1;
+            }
+        }
+    }
+    eprintln!("batch fault injection: {entries_run} entries");
+    std::fs::remove_file(&path).ok();
+}
