@@ -23,6 +23,7 @@ pub mod config;
 pub mod error;
 pub mod file;
 pub mod gpu;
+mod inline;
 pub mod log;
 pub mod pipeline;
 pub mod registry;

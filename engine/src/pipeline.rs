@@ -364,13 +364,18 @@ impl Engine {
         let fsync_fd = (req.dir == Direction::Write && self.inner.cfg.write_sync)
             .then_some(req.file.buffered_fd);
         req.durable = fsync_fd.is_some();
-        let n = if matches!(req.mem, Memory::Host(_))
-            && req.size <= self.inner.cfg.inline_max_bytes
-            && self.inner.cfg.read_mode == ReadMode::Auto
-        {
+        let small = req.size <= self.inner.cfg.inline_max_bytes
+            && self.inner.cfg.read_mode == ReadMode::Auto;
+        let n = if small && matches!(req.mem, Memory::Host(_)) {
             self.check_access(&req)?;
             let _busy = crate::file::InflightGuard::new(&req.file);
             let n = inline_host_io(&req)?;
+            Stats::add(&self.inner.stats.inline_bytes, n as u64);
+            n
+        } else if small && self.inner.gpu.has_devices() {
+            self.check_access(&req)?;
+            let _busy = crate::file::InflightGuard::new(&req.file);
+            let n = crate::inline::device_io(&self.inner.gpu, &req)?;
             Stats::add(&self.inner.stats.inline_bytes, n as u64);
             n
         } else {
@@ -430,7 +435,7 @@ impl Engine {
 /// would cost, without a hand-off. Reads use the page cache when the range is
 /// resident (RWF_NOWAIT) and O_DIRECT when it is not and the request is
 /// aligned; writes go to the descriptor kind the caller opened.
-fn inline_host_io(req: &IoRequest) -> Result<usize> {
+pub(crate) fn inline_host_io(req: &IoRequest) -> Result<usize> {
     let Memory::Host(p) = req.mem else {
         return Err(OpError::InternalError.into());
     };

@@ -373,3 +373,46 @@ fn read_only_descriptor_refuses_writes() {
     );
     std::fs::remove_file(&path).unwrap();
 }
+
+#[test]
+fn small_device_transfers_run_inline_and_are_exact() {
+    let len = 1 << 20;
+    let data = pattern(len, 0x44);
+    let (path, f) = temp_file("dev-small", &data);
+    let gpu = Arc::new(TestGpu::new(2));
+    gpu.set_copy_delay(Duration::from_micros(100));
+    let e = engine(gpu.clone(), ReadMode::Auto);
+    let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
+    let mut rng = Rng(seed() ^ 9);
+    let mut mirror = data.clone();
+    for i in 0..60 {
+        let device = (i % 2) as i32;
+        let dev = gpu.device_alloc(device, 65536).unwrap();
+        let off = rng.below(len as u64 - 1);
+        let size = 1 + rng.below(65536.min(len as u64 - off)) as usize;
+        if i % 3 == 0 {
+            let src = pattern(size, i as u8);
+            gpu.write_device(dev, &src);
+            assert_eq!(
+                e.write(&file, Memory::Device { ptr: dev, device }, size, off)
+                    .unwrap(),
+                size
+            );
+            mirror[off as usize..off as usize + size].copy_from_slice(&src);
+        } else {
+            assert_eq!(
+                e.read(&file, Memory::Device { ptr: dev, device }, size, off)
+                    .unwrap(),
+                size
+            );
+            assert!(gpu.read_device(dev, size) == mirror[off as usize..off as usize + size]);
+        }
+        // SAFETY: no longer used.
+        unsafe { gpu.device_free(dev).unwrap() };
+    }
+    assert!(e.stats().inline_bytes > 0, "{:?}", e.stats());
+    let mut back = vec![0u8; len];
+    f.read_exact_at(&mut back, 0).unwrap();
+    assert!(back == mirror);
+    std::fs::remove_file(&path).unwrap();
+}

@@ -1,0 +1,97 @@
+//! Small device-memory transfers on the caller's thread.
+//!
+//! Handing a 4 KiB read to a worker (channel, ring, slot, copy on the worker's
+//! stream, event) cost 52.6 µs p50 on the H200 host against 9.7 µs for pread
+//! plus a synchronous copy. Requests up to `inline_max_bytes` instead use a
+//! per-thread pinned bounce buffer and a per-thread, per-device stream: the
+//! storage step is the host inline path (page cache or O_DIRECT), the copy is
+//! an async copy followed by a stream synchronisation on the caller's thread.
+
+use crate::bounce::Slab;
+use crate::error::{Error, OpError, Result};
+use crate::gpu::{Gpu, Stream};
+use crate::pipeline::{inline_host_io, Direction, IoRequest, Memory};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+struct Ctx {
+    gpu: Arc<dyn Gpu>,
+    slab: Slab,
+    streams: HashMap<i32, Stream>,
+}
+
+impl Drop for Ctx {
+    fn drop(&mut self) {
+        for (_, s) in self.streams.drain() {
+            let _ = self.gpu.stream_synchronize(s);
+            self.gpu.stream_destroy(s);
+        }
+    }
+}
+
+thread_local! {
+    static CTX: RefCell<Option<Ctx>> = const { RefCell::new(None) };
+}
+
+/// Bounce bytes per thread: the largest inline request plus DIO widening room.
+const BOUNCE_BYTES: usize = (1 << 20) + 2 * crate::file::MAX_DIO_ALIGN;
+
+pub(crate) fn device_io(gpu: &Arc<dyn Gpu>, req: &IoRequest) -> Result<usize> {
+    let Memory::Device { ptr, device } = req.mem else {
+        return Err(OpError::InternalError.into());
+    };
+    if req.size > BOUNCE_BYTES - 2 * crate::file::MAX_DIO_ALIGN {
+        return Err(OpError::InternalError.into());
+    }
+    CTX.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let stale = cell.as_ref().is_some_and(|c| !Arc::ptr_eq(&c.gpu, gpu));
+        if stale || cell.is_none() {
+            let slab = Slab::new(&[(1, BOUNCE_BYTES)], gpu, true)
+                .map_err(|e| Error::Os(e.raw_os_error().unwrap_or(libc::ENOMEM)))?;
+            *cell = Some(Ctx {
+                gpu: gpu.clone(),
+                slab,
+                streams: HashMap::new(),
+            });
+        }
+        let ctx = cell.as_mut().expect("context just made");
+        let stream = match ctx.streams.get(&device) {
+            Some(s) => *s,
+            None => {
+                let s = gpu.stream_create(device)?;
+                ctx.streams.insert(device, s);
+                s
+            }
+        };
+        // Keep the bounce start congruent with the file offset modulo 4 KiB so an
+        // aligned request can still go O_DIRECT.
+        let skew = (req.file_offset % 4096) as usize;
+        // SAFETY: skew < 4096 and skew + size <= BOUNCE_BYTES by the check above.
+        let bounce = unsafe { ctx.slab.slot(0).add(skew) };
+        let host = IoRequest {
+            mem: Memory::Host(bounce as usize),
+            ..req.clone()
+        };
+        match req.dir {
+            Direction::Read => {
+                let n = inline_host_io(&host)?;
+                if n > 0 {
+                    // SAFETY: the bounce holds n valid bytes and stays untouched until
+                    // the stream synchronisation below returns.
+                    unsafe { gpu.copy_htod_async(ptr, bounce, n, stream)? };
+                    gpu.stream_synchronize(stream)?;
+                }
+                Ok(n)
+            }
+            Direction::Write => {
+                // SAFETY: the bounce has room for size bytes; nothing else uses it until
+                // the synchronisation returns.
+                unsafe { gpu.copy_dtoh_async(bounce, ptr, req.size, stream)? };
+                gpu.stream_synchronize(stream)?;
+                inline_host_io(&host)
+            }
+        }
+    })
+}
