@@ -28,13 +28,19 @@ echo "|---|---|---|---|"
 for c in "${cases[@]}"; do
   IFS='|' read -r name fargs bargs cold <<< "$c"
   fr=(); br=()
-  for _ in $(seq "$N"); do
-    if [ "$cold" = 1 ]; then drop; inv=1; tb=""; else cat "$F" >/dev/null; inv=0; tb="--time_based --runtime=4"; fi
-    # shellcheck disable=SC2086
-    fr+=("$(fio --name=cmp --filename="$F" --size=1G --bs=1M --rw=read --ioengine=io_uring $fargs --invalidate=$inv $tb --output-format=json 2>/dev/null | gbps_fio)")
-    if [ "$cold" = 1 ]; then drop; else cat "$F" >/dev/null; fi
-    # shellcheck disable=SC2086
-    br+=("$($B --filename="$F" --size=1G --bs=1M --rw=read --mem=host $bargs --invalidate=$inv $tb --output-format=json 2>/dev/null | gbps_ours)")
+  for i in $(seq "$N"); do
+    if [ "$cold" = 1 ]; then inv=1; tb=""; else inv=0; tb="--time_based --runtime=4"; fi
+    prep() { if [ "$cold" = 1 ]; then drop; else cat "$F" >/dev/null; fi; }
+    run_fio() {
+      # shellcheck disable=SC2086
+      fr+=("$(fio --name=cmp --filename="$F" --size=1G --bs=1M --rw=read --ioengine=io_uring $fargs --invalidate=$inv $tb --output-format=json 2>/dev/null | gbps_fio)")
+    }
+    run_ours() {
+      # shellcheck disable=SC2086
+      br+=("$($B --filename="$F" --size=1G --bs=1M --rw=read --mem=host $bargs --invalidate=$inv $tb --output-format=json 2>/dev/null | gbps_ours)")
+    }
+    # Alternate who goes first: a throttled (token-bucket) disk favours the first.
+    if [ $((i % 2)) = 1 ]; then prep; run_fio; prep; run_ours; else prep; run_ours; prep; run_fio; fi
   done
   f=$(median "${fr[@]}"); b=$(median "${br[@]}")
   printf '| %s | %.3f (%s) | %.3f (%s) | %.2f |\n' "$name" "$f" "${fr[*]}" "$b" "${br[*]}" "$(python3 -c "print($b/$f)")"

@@ -33,7 +33,7 @@ if [[ "$what" == *correctness* ]]; then
   timeout 120 "$WORK/gpu_async" "$WORK" 2>&1 | tee "$OUT/gpu_async.txt" | grep -E '^\||passed|FAIL' | tee -a "$OUT/summary.md"
 fi
 
-if [[ "$what" == *bench* || "$what" == *async* ]] && [ -x "$C/hipfile-bench" ]; then
+if [[ "$what" == *bench* || "$what" == *async* || "$what" == *final* ]] && [ -x "$C/hipfile-bench" ]; then
   B="$C/hipfile-bench"
   F="$WORK/bench-4g"
   drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
@@ -59,6 +59,7 @@ PY
   # The measurement list lives in scripts/gpu-bench.sh (uses B, F, WORK, run, drop).
   if [[ "$what" == *bench* ]]; then . scripts/gpu-bench.sh; fi
   if [[ "$what" == *async* ]]; then . scripts/gpu-async-bench.sh; fi
+  if [[ "$what" == *final* ]]; then . scripts/gpu-final-bench.sh; fi
   tar -C "$WORK" -czf "$OUT/bench-json.tar.gz" json
 fi
 log "done"
