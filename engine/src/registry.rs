@@ -65,6 +65,8 @@ pub struct Driver {
     env: OnceLock<Config>,
     /// Tests can run the driver over another runtime (the test double).
     gpu_override: RwLock<Option<Arc<dyn Gpu>>>,
+    /// Tests can put a fault plan on the rings of the next engine.
+    faults: RwLock<Option<crate::worker::FaultFactory>>,
 }
 
 static DRIVER: OnceLock<Driver> = OnceLock::new();
@@ -76,6 +78,7 @@ pub fn driver() -> &'static Driver {
         gpu: OnceLock::new(),
         env: OnceLock::new(),
         gpu_override: RwLock::new(None),
+        faults: RwLock::new(None),
     })
 }
 
@@ -125,11 +128,21 @@ impl Driver {
         *self.gpu_override.write().unwrap_or_else(|p| p.into_inner()) = gpu;
     }
 
+    /// Fault-inject the rings of engines started from now on (tests only).
+    pub fn set_fault_factory(&self, f: Option<crate::worker::FaultFactory>) {
+        *self.faults.write().unwrap_or_else(|p| p.into_inner()) = f;
+    }
+
     fn start_engine(&self, st: &mut State) -> Result<()> {
         if st.engine.is_none() {
             let mut cfg = self.env_config().clone();
             st.params.apply(&mut cfg);
-            st.engine = Some(Engine::with_gpu(cfg, self.gpu())?);
+            let faults = self
+                .faults
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            st.engine = Some(Engine::with_faults(cfg, self.gpu(), faults)?);
         }
         Ok(())
     }

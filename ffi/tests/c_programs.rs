@@ -88,11 +88,16 @@ fn compile_with(src: &str, cxx: bool, extra: &[&str], suffix: &str) -> PathBuf {
 }
 
 fn run(exe: &Path, args: &[&str]) {
+    run_env(exe, args, &[]);
+}
+
+fn run_env(exe: &Path, args: &[&str], env: &[(&str, &str)]) {
     // cargo's LD_LIBRARY_PATH may name target/<profile>, where an older,
     // uplifted copy of the library can lie: load exactly the one just built.
     let out = Command::new(exe)
         .args(args)
         .env("LD_LIBRARY_PATH", lib_dir())
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -154,4 +159,27 @@ fn c_lifecycle_under_asan() {
 #[test]
 fn c_bad_files() {
     run(&compile("bad_files.c", false), &[&tmp_dir()]);
+}
+
+/// The round trip on a "filesystem without O_DIRECT": an LD_PRELOAD shim makes
+/// every O_DIRECT open fail with EINVAL, so the library runs page-cache only.
+#[test]
+fn c_roundtrip_without_o_direct() {
+    let lib = lib_dir();
+    let shim = lib.join("c-tests").join("shim_no_odirect.so");
+    std::fs::create_dir_all(shim.parent().unwrap()).unwrap();
+    let status = Command::new("gcc")
+        .args(["-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o"])
+        .arg(&shim)
+        .arg(repo().join("tests/c/shim_no_odirect.c"))
+        .arg("-ldl")
+        .status()
+        .unwrap();
+    assert!(status.success(), "building the shim failed");
+    let exe = compile("roundtrip.c", false);
+    run_env(
+        &exe,
+        &[&tmp_dir()],
+        &[("LD_PRELOAD", shim.to_str().unwrap())],
+    );
 }

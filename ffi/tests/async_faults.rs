@@ -1,0 +1,139 @@
+//! Fault injection on the stream (async) path through the C ABI: seeded ring
+//! faults under hipFileReadAsync/WriteAsync on test-double streams. Every op
+//! ends with the right count and bytes, or a negative *bytes_p — and failures
+//! never outnumber the hard faults injected. HIPFILE_FAULT_SEED reproduces one seed.
+
+#![allow(clippy::undocumented_unsafe_blocks)] // every call here is an unsafe C entry point on test-owned locals
+
+use hipfile::types::{HandleUnion, HipFileDescr};
+use hipfile::*;
+use hipfile_engine::gpu::testgpu::TestGpu;
+use hipfile_engine::gpu::Gpu;
+use hipfile_engine::registry::driver;
+use hipfile_engine::ring::{FaultPlan, SeededFaults};
+use std::ffi::c_void;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+#[test]
+fn stream_ops_under_seeded_faults() {
+    let gpu = Arc::new(TestGpu::new(1));
+    driver().set_gpu_override(Some(gpu.clone() as Arc<dyn Gpu>));
+    let dir = std::env::var("HIPFILE_TEST_DIR")
+        .map(Into::into)
+        .unwrap_or_else(|_| std::env::temp_dir());
+    std::fs::create_dir_all(&dir).unwrap();
+    let path: std::path::PathBuf = dir.join(format!("async-faults-{}", std::process::id()));
+    let len = 2 << 20;
+    let data: Vec<u8> = (0..len).map(|i| (i * 7 % 253) as u8).collect();
+    let seeds: Vec<u64> = match std::env::var("HIPFILE_FAULT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        Some(s) => vec![s],
+        None => (1..=30).collect(),
+    };
+    let mut ops_run = 0;
+    let mut failed_total = 0;
+    for &seed in &seeds {
+        let hard: Arc<Mutex<Vec<Arc<AtomicU64>>>> = Arc::default();
+        let h2 = hard.clone();
+        driver().set_fault_factory(Some(Arc::new(move |w| {
+            let p = SeededFaults::new(seed * 100 + w as u64, 150, true);
+            h2.lock().unwrap().push(p.injected_hard.clone());
+            Some(Box::new(p) as Box<dyn FaultPlan>)
+        })));
+        std::fs::write(&path, &data).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let mut d = HipFileDescr {
+            kind: 1,
+            handle: HandleUnion { fd: f.as_raw_fd() },
+            fs_ops: std::ptr::null(),
+        };
+        let mut fh = std::ptr::null_mut();
+        assert_eq!(unsafe { hipFileHandleRegister(&mut fh, &mut d) }.err, 0);
+        let dev = gpu.device_alloc(0, 16 * 65536).unwrap();
+        let streams = [gpu.stream_create(0).unwrap(), gpu.stream_create(0).unwrap()];
+        let mut p: Vec<(usize, i64, i64, isize)> = (0..16)
+            .map(|i| {
+                (
+                    65536usize,
+                    ((seed as usize * 31 + i * 97) % 28) as i64 * 65536 + 17,
+                    i as i64 * 65536,
+                    1isize,
+                )
+            })
+            .collect();
+        // Ops 0..12 read, 12..16 write the bytes that are in device memory.
+        for (i, q) in p.iter_mut().enumerate() {
+            let s = streams[i % 2].0 as *mut c_void;
+            let (size, foff, boff, bytes) = (&mut q.0, &mut q.1, &mut q.2, &mut q.3);
+            let e = if i < 12 {
+                unsafe { hipFileReadAsync(fh, dev as *mut c_void, size, foff, boff, bytes, s) }
+            } else {
+                gpu.write_device(dev + *boff as u64, &vec![i as u8; 65536]);
+                *foff = (30 << 16) + ((i - 12) as i64) * 65536;
+                unsafe { hipFileWriteAsync(fh, dev as *mut c_void, size, foff, boff, bytes, s) }
+            };
+            assert_eq!(e.err, 0, "seed {seed} op {i}");
+        }
+        for s in streams {
+            gpu.stream_synchronize(s).unwrap();
+        }
+        let injected: u64 = hard
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum();
+        let mut failed = 0;
+        for (i, q) in p.iter().enumerate() {
+            ops_run += 1;
+            let (size, foff, boff, bytes) = *q;
+            if bytes < 0 {
+                failed += 1;
+                continue;
+            }
+            assert_eq!(
+                bytes as usize, size,
+                "seed {seed} op {i}: short count reported as success"
+            );
+            if i < 12 {
+                let got = gpu.read_device(dev + boff as u64, size);
+                assert!(
+                    got == data[foff as usize..foff as usize + size],
+                    "seed {seed} op {i}: wrong bytes"
+                );
+            } else {
+                let mut back = vec![0u8; size];
+                f.read_exact_at(&mut back, foff as u64).unwrap();
+                assert!(
+                    back.iter().all(|&b| b == i as u8),
+                    "seed {seed} op {i}: file lacks the write"
+                );
+            }
+        }
+        failed_total += failed;
+        assert!(
+            failed <= injected,
+            "seed {seed}: {failed} failed ops, {injected} hard faults"
+        );
+        hipFileHandleDeregister(fh);
+        while hipFileUseCount() > 0 {
+            hipFileDriverClose();
+        }
+        unsafe { gpu.device_free(dev).unwrap() };
+    }
+    eprintln!(
+        "stream fault injection: {} seeds, {ops_run} ops, {failed_total} failed with an injected fault",
+        seeds.len()
+    );
+    driver().set_fault_factory(None);
+    std::fs::remove_file(&path).ok();
+}
