@@ -386,7 +386,7 @@ fn small_device_transfers_run_inline_and_are_exact() {
     let mut rng = Rng(seed() ^ 9);
     let mut mirror = data.clone();
     for i in 0..60 {
-        let device = (i % 2) as i32;
+        let device = i % 2;
         let dev = gpu.device_alloc(device, 65536).unwrap();
         let off = rng.below(len as u64 - 1);
         let size = 1 + rng.below(65536.min(len as u64 - off)) as usize;
