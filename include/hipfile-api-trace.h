@@ -110,16 +110,9 @@ struct hipFileDispatchTable {
 };
 
 /*
- * hipfile-rs extension, not in upstream hipFile: direct access to the
- * process-wide dispatch table (built on first use, never freed; the same
- * pointer on every call) for programs that trace without rocprofiler-register.
- * Portable code tests HIPFILE_EXT_DISPATCH_TABLE_ACCESSOR before using it.
- * Define HIPFILE_NO_EXTENSIONS to hide it.
+ * The table layout is installed for tools that build or wrap one. libhipfile
+ * does not export a table accessor: it exports exactly the 31 API symbols.
  */
-#ifndef HIPFILE_NO_EXTENSIONS
-#define HIPFILE_EXT_DISPATCH_TABLE_ACCESSOR 1
-HIPFILE_API const struct hipFileDispatchTable *hipFileGetDispatchTable(void);
-#endif
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -485,9 +485,6 @@ SA_PROTO(hipFileSetParameterSizeT, PfnHipFileSetParameterSizeT);
 SA_PROTO(hipFileSetParameterBool, PfnHipFileSetParameterBool);
 SA_PROTO(hipFileSetParameterString, PfnHipFileSetParameterString);
 
-#ifdef HIPFILE_EXT_DISPATCH_TABLE_ACCESSOR
-SA_PROTO(hipFileGetDispatchTable, const struct hipFileDispatchTable *(*)(void));
-#endif
 
 /* ---- run-time checks of the function-like macros --------------------------- */
 
