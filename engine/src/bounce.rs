@@ -110,10 +110,6 @@ impl Slab {
             .expect("slot index in range")
     }
 
-    pub fn is_pinned(&self) -> bool {
-        self.pinned_by.is_some()
-    }
-
     /// Bytes of slot `i`.
     pub fn slot_len(&self, i: usize) -> usize {
         self.classes[self.class_of(i)].2

@@ -67,9 +67,6 @@ pub enum Error {
 }
 
 impl Error {
-    pub fn os(errno: i32) -> Error {
-        Error::Os(errno)
-    }
     pub fn last_os() -> Error {
         Error::Os(
             std::io::Error::last_os_error()

@@ -238,13 +238,6 @@ impl File {
         }
     }
 
-    /// Whether the filesystem is one the vendor fast paths accept (spec §5.5 rule 5).
-    pub fn on_supported_fs(&self, unsupported_ok: bool) -> bool {
-        self.is_block_device
-            || (self.is_regular_file
-                && (unsupported_ok || self.mount.is_ext4_ordered() || self.mount.fs_type == "xfs"))
-    }
-
     pub fn busy(&self) -> bool {
         self.inflight.load(Ordering::Acquire) > 0
     }
