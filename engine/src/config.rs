@@ -40,6 +40,11 @@ pub struct Config {
     /// preadv2/pwrite: a 4 KiB read then costs what pread costs, with no
     /// hand-off to a worker. 0 disables. `HIPFILE_INLINE_KB`.
     pub inline_max_bytes: usize,
+    /// Page-cache reads a worker starts before handing their bytes to the GPU:
+    /// 1 (the default) starts each slot's H2D copy right after its read, while
+    /// the bytes are still in the CPU caches; 0 means no limit (every granted
+    /// slot's read in one submission). `HIPFILE_CACHED_READS_PER_PASS`.
+    pub cached_reads_per_pass: usize,
     /// io_uring submission-queue entries per worker ring.
     pub ring_entries: u32,
     /// `HIPFILE_READ_MODE` = auto | direct | buffered.
@@ -94,6 +99,7 @@ impl Default for Config {
             small_slots_per_worker: 32,
             mid_slots_per_worker: 8,
             inline_max_bytes: 64 << 10,
+            cached_reads_per_pass: 1,
             ring_entries: 128,
             read_mode: ReadMode::Auto,
             gpu_runtime: RuntimeChoice::Auto,
@@ -208,6 +214,10 @@ impl Config {
         }
         if let Some(n) = env_unsigned(env, "HIPFILE_QUEUE_DEPTH") {
             c.slots_per_worker = clamp_warn("HIPFILE_QUEUE_DEPTH", n as usize, 1, 64);
+        }
+        if let Some(n) = env_unsigned(env, "HIPFILE_CACHED_READS_PER_PASS") {
+            c.cached_reads_per_pass =
+                clamp_warn("HIPFILE_CACHED_READS_PER_PASS", n as usize, 0, 64);
         }
         if let Some(kb) = env_unsigned(env, "HIPFILE_INLINE_KB") {
             c.inline_max_bytes = clamp_warn("HIPFILE_INLINE_KB", kb as usize, 0, 1024) << 10;
@@ -442,6 +452,15 @@ mod tests {
         let c = Config::from_env_with(env);
         assert!(c.force_compat_mode);
         assert!(c.allow_compat_mode);
+    }
+
+    #[test]
+    fn cached_reads_per_pass_defaults_to_one_and_is_clamped() {
+        assert_eq!(Config::default().cached_reads_per_pass, 1);
+        let env: &[(&str, &str)] = &[("HIPFILE_CACHED_READS_PER_PASS", "0")];
+        assert_eq!(Config::from_env_with(env).cached_reads_per_pass, 0);
+        let env: &[(&str, &str)] = &[("HIPFILE_CACHED_READS_PER_PASS", "100")];
+        assert_eq!(Config::from_env_with(env).cached_reads_per_pass, 64);
     }
 
     #[test]

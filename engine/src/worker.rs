@@ -305,6 +305,8 @@ impl Worker {
             if closed && self.idle() {
                 break;
             }
+            // Slots freed or withheld since the last pass (see `grant_slots`).
+            self.grant_slots();
             self.progress();
         }
         self.teardown();
@@ -372,8 +374,20 @@ impl Worker {
     /// Hand free slots to waiting chunks in arrival order; a chunk takes the
     /// smallest free slot its data fits in, so small I/O keeps flowing while
     /// large slots are busy.
+    ///
+    /// At most `cached_reads_per_pass` (default 1) page-cache reads are granted per pass: the kernel copies a
+    /// cached read inline, inside the next `io_uring_enter`, so several queued
+    /// together would all be copied before the first GPU copy could start, and
+    /// the first slot's bytes would have left the CPU caches by then. One at a
+    /// time, each slot's H2D copy starts right after its read, while the bytes
+    /// are still in cache, and overlaps the next read (the run loop calls this
+    /// again after every completion).
     fn grant_slots(&mut self) {
         let pad = 2 * crate::file::MAX_DIO_ALIGN;
+        let mut cached_left = match self.cfg.cached_reads_per_pass {
+            0 => usize::MAX,
+            n => n,
+        };
         let mut i = 0;
         while i < self.need_slot.len() && self.free.iter().any(|f| !f.is_empty()) {
             let id = self.need_slot[i];
@@ -391,6 +405,15 @@ impl Worker {
             }
             Stats::add(&self.stats.bounced_chunks, 1);
             self.step(id);
+            let cached_read = self.table[id]
+                .as_ref()
+                .is_some_and(|a| matches!(a.phase, Phase::NowaitRead | Phase::BufferedRead));
+            if cached_read {
+                cached_left -= 1;
+                if cached_left == 0 {
+                    break;
+                }
+            }
         }
     }
 

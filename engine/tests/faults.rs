@@ -4,9 +4,13 @@
 //! the right bytes and count, or an error when a hard fault was injected
 //! during it — never a partial success reported as whole. A failing seed is
 //! printed; rerun with HIPFILE_FAULT_SEED=<seed> to reproduce it alone.
+//!
+//! The device-memory cases run on the test double by default and on a real
+//! GPU with `HIPFILE_TEST_GPU=cuda` (scripts/gpu-run.sh faults); copy failures
+//! are injected by `FlakyGpu` over either.
 
 use hipfile_engine::config::ReadMode;
-use hipfile_engine::gpu::testgpu::TestGpu;
+use hipfile_engine::gpu::flaky::{read_device, runtime_under_test, write_device};
 use hipfile_engine::gpu::Gpu;
 use hipfile_engine::ring::{FaultPlan, SeededFaults};
 use hipfile_engine::{Config, Engine, File, Memory};
@@ -97,8 +101,10 @@ fn reads_and_writes_under_seeded_faults() {
             (true, ReadMode::Buffered, true),
         ] {
             std::fs::write(&path, &data).unwrap();
-            let gpu = Arc::new(TestGpu::new(1));
-            gpu.set_copy_delay(Duration::from_micros(50));
+            let (gpu, double) = runtime_under_test(1);
+            if let Some(t) = &double {
+                t.set_copy_delay(Duration::from_micros(50));
+            }
             let (e, counters) = faulty_engine(seed, hard, gpu.clone(), mode);
             let f = std::fs::OpenOptions::new()
                 .read(true)
@@ -128,7 +134,7 @@ fn reads_and_writes_under_seeded_faults() {
                     // Write, then the file must hold exactly what was written there.
                     let src = pattern(size, i as u8 + seed as u8);
                     let r = if device {
-                        gpu.write_device(dev, &src);
+                        write_device(gpu.inner().as_ref(), 0, dev, &src).unwrap();
                         e.write(
                             &file,
                             Memory::Device {
@@ -178,7 +184,7 @@ fn reads_and_writes_under_seeded_faults() {
                             let want = (len as u64 - off).min(size as u64) as usize;
                             assert_eq!(n, want, "{what}: wrong count");
                             let got = if device {
-                                gpu.read_device(dev, n)
+                                read_device(gpu.inner().as_ref(), 0, dev, n).unwrap()
                             } else {
                                 host[..n].to_vec()
                             };
@@ -202,7 +208,8 @@ fn reads_and_writes_under_seeded_faults() {
         }
     }
     eprintln!(
-        "fault injection: {} seeds, {} operations",
+        "fault injection ({}): {} seeds, {} operations",
+        runtime_under_test(1).0.name(),
         seeds().len(),
         total_ops.load(Ordering::Relaxed)
     );
@@ -215,7 +222,7 @@ fn failing_gpu_copies_surface_as_errors() {
     let data = pattern(len, 0x22);
     let path = dir().join(format!("gpufault-{}", std::process::id()));
     std::fs::write(&path, &data).unwrap();
-    let gpu = Arc::new(TestGpu::new(1));
+    let (gpu, _) = runtime_under_test(1);
     let (e, _) = faulty_engine(7, false, gpu.clone(), ReadMode::Auto);
     let f = std::fs::File::options()
         .read(true)
@@ -264,7 +271,7 @@ fn failing_gpu_copies_surface_as_errors() {
             len
         );
         assert!(
-            gpu.read_device(dev, len) == data,
+            read_device(gpu.inner().as_ref(), 0, dev, len).unwrap() == data,
             "wrong bytes after copy failure {n}"
         );
     }
@@ -282,8 +289,10 @@ fn batch_entries_under_seeded_faults() {
     let mut entries_run = 0u64;
     for seed in seeds().into_iter().take(40) {
         for device in [false, true] {
-            let gpu = Arc::new(TestGpu::new(1));
-            gpu.set_copy_delay(Duration::from_micros(20));
+            let (gpu, double) = runtime_under_test(1);
+            if let Some(t) = &double {
+                t.set_copy_delay(Duration::from_micros(20));
+            }
             let (e, counters) = faulty_engine(seed, true, gpu.clone(), ReadMode::Auto);
             let f = std::fs::File::open(&path).unwrap();
             let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
@@ -334,7 +343,13 @@ fn batch_entries_under_seeded_faults() {
                         x.cookie
                     );
                     let got = if device {
-                        gpu.read_device(dev + (x.cookie * 16384) as u64, 16384)
+                        read_device(
+                            gpu.inner().as_ref(),
+                            0,
+                            dev + (x.cookie * 16384) as u64,
+                            16384,
+                        )
+                        .unwrap()
                     } else {
                         host[x.cookie * 16384..(x.cookie + 1) * 16384].to_vec()
                     };
@@ -352,6 +367,9 @@ fn batch_entries_under_seeded_faults() {
             }
         }
     }
-    eprintln!("batch fault injection: {entries_run} entries");
+    eprintln!(
+        "batch fault injection ({}): {entries_run} entries",
+        runtime_under_test(1).0.name()
+    );
     std::fs::remove_file(&path).ok();
 }

@@ -2,12 +2,13 @@
 //! faults under hipFileReadAsync/WriteAsync on test-double streams. Every op
 //! ends with the right count and bytes, or a negative *bytes_p — and failures
 //! never outnumber the hard faults injected. HIPFILE_FAULT_SEED reproduces one seed.
+//! `HIPFILE_TEST_GPU=cuda` runs the same ops on a real GPU's streams and memory.
 
 #![allow(clippy::undocumented_unsafe_blocks)] // every call here is an unsafe C entry point on test-owned locals
 
 use hipfile::types::{HandleUnion, HipFileDescr};
 use hipfile::*;
-use hipfile_engine::gpu::testgpu::TestGpu;
+use hipfile_engine::gpu::flaky::{read_device, runtime_under_test, write_device};
 use hipfile_engine::gpu::Gpu;
 use hipfile_engine::registry::driver;
 use hipfile_engine::ring::{FaultPlan, SeededFaults};
@@ -19,7 +20,7 @@ use std::sync::{Arc, Mutex};
 
 #[test]
 fn stream_ops_under_seeded_faults() {
-    let gpu = Arc::new(TestGpu::new(1));
+    let (gpu, _) = runtime_under_test(1);
     driver().set_gpu_override(Some(gpu.clone() as Arc<dyn Gpu>));
     let dir = std::env::var("HIPFILE_TEST_DIR")
         .map(Into::into)
@@ -77,7 +78,13 @@ fn stream_ops_under_seeded_faults() {
             let e = if i < 12 {
                 unsafe { hipFileReadAsync(fh, dev as *mut c_void, size, foff, boff, bytes, s) }
             } else {
-                gpu.write_device(dev + *boff as u64, &vec![i as u8; 65536]);
+                write_device(
+                    gpu.inner().as_ref(),
+                    0,
+                    dev + *boff as u64,
+                    &[i as u8; 65536],
+                )
+                .unwrap();
                 *foff = (30 << 16) + ((i - 12) as i64) * 65536;
                 unsafe { hipFileWriteAsync(fh, dev as *mut c_void, size, foff, boff, bytes, s) }
             };
@@ -105,7 +112,7 @@ fn stream_ops_under_seeded_faults() {
                 "seed {seed} op {i}: short count reported as success"
             );
             if i < 12 {
-                let got = gpu.read_device(dev + boff as u64, size);
+                let got = read_device(gpu.inner().as_ref(), 0, dev + boff as u64, size).unwrap();
                 assert!(
                     got == data[foff as usize..foff as usize + size],
                     "seed {seed} op {i}: wrong bytes"
@@ -131,7 +138,8 @@ fn stream_ops_under_seeded_faults() {
         unsafe { gpu.device_free(dev).unwrap() };
     }
     eprintln!(
-        "stream fault injection: {} seeds, {ops_run} ops, {failed_total} failed with an injected fault",
+        "stream fault injection ({}): {} seeds, {ops_run} ops, {failed_total} failed with an injected fault",
+        gpu.name(),
         seeds.len()
     );
     driver().set_fault_factory(None);

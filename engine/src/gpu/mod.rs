@@ -7,6 +7,7 @@
 //! integers owned by the runtime that created them.
 
 pub mod cuda;
+pub mod flaky;
 pub mod hip;
 pub mod testgpu;
 
