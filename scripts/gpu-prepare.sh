@@ -6,14 +6,21 @@ cargo build --release --workspace
 mkdir -p .carry
 cp target/release/libhipfile.so .carry/
 [ -x target/release/hipfile-bench ] && cp target/release/hipfile-bench .carry/
-# Test binaries: the engine's unit tests (incl. the real-CUDA test) and integration tests.
-msgs=$(cargo test --release -p hipfile-engine --no-run --message-format=json 2>/dev/null)
+# Test binaries: the engine's unit tests (incl. the real-CUDA test), its I/O tests, and the
+# fault-injection tests that scripts/gpu-run.sh faults runs against the real GPU.
+msgs=$(cargo test --release -p hipfile-engine -p hipfile-ffi --no-run --message-format=json 2>/dev/null)
 unit=$(echo "$msgs" | python3 -c 'import sys,json
 for l in sys.stdin:
     m=json.loads(l)
-    if m.get("reason")=="compiler-artifact" and m.get("executable") and m["target"]["name"] in ("hipfile_engine","engine_io"):
+    if m.get("reason")=="compiler-artifact" and m.get("executable") and m["target"]["name"] in ("hipfile_engine","engine_io","faults","async_faults"):
         print(m["target"]["name"], m["executable"])')
 while read -r name exe; do
-  case $name in hipfile_engine) cp "$exe" .carry/engine-unit ;; engine_io) cp "$exe" .carry/engine-io ;; esac
+  case $name in
+    hipfile_engine) cp "$exe" .carry/engine-unit ;;
+    engine_io) cp "$exe" .carry/engine-io ;;
+    faults) cp "$exe" .carry/engine-faults ;;
+    async_faults) cp "$exe" .carry/ffi-async-faults ;;
+  esac
 done <<< "$unit"
+strip --strip-debug .carry/engine-* .carry/ffi-* 2>/dev/null || true
 ls -la .carry

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (device tool), from the repository root, with the
 # binaries built here carried in .carry/ (scripts/gpu-prepare.sh).
-# Usage: scripts/gpu-run.sh [correctness] [bench] ; results go under $OUT.
+# Usage: scripts/gpu-run.sh [correctness] [faults] [bench|async|final|pass] ; results go under $OUT.
 set -uo pipefail
 OUT="${OUT:-/tmp/out}"
 mkdir -p "$OUT"
@@ -33,7 +33,19 @@ if [[ "$what" == *correctness* ]]; then
   timeout 120 "$WORK/gpu_async" "$WORK" 2>&1 | tee "$OUT/gpu_async.txt" | grep -E '^\||passed|FAIL' | tee -a "$OUT/summary.md"
 fi
 
-if [[ "$what" == *bench* || "$what" == *async* || "$what" == *final* ]] && [ -x "$C/hipfile-bench" ]; then
+if [[ "$what" == *faults* ]]; then
+  # Issue 5's device-memory variants: the seeded ring faults and injected copy
+  # failures of the CI tests, on CUDA device memory and CUDA streams.
+  log "fault injection on the real GPU (HIPFILE_TEST_GPU=cuda)"
+  for t in engine-faults ffi-async-faults; do
+    HIPFILE_TEST_GPU=cuda HIPFILE_TEST_DIR="$WORK" HIPFILE_FAULT_SEEDS="${FAULT_SEEDS:-120}" \
+      timeout 240 "$C/$t" --nocapture --test-threads=1 > "$OUT/$t.txt" 2>&1
+    echo "$t: exit $?" | tee -a "$OUT/summary.md"
+    grep -E "fault injection|test result|panicked|FAILED" "$OUT/$t.txt" | tee -a "$OUT/summary.md"
+  done
+fi
+
+if [[ "$what" == *bench* || "$what" == *async* || "$what" == *final* || "$what" == *pass* ]] && [ -x "$C/hipfile-bench" ]; then
   B="$C/hipfile-bench"
   F="$WORK/bench-4g"
   drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
@@ -60,6 +72,7 @@ PY
   if [[ "$what" == *bench* ]]; then . scripts/gpu-bench.sh; fi
   if [[ "$what" == *async* ]]; then . scripts/gpu-async-bench.sh; fi
   if [[ "$what" == *final* ]]; then . scripts/gpu-final-bench.sh; fi
+  if [[ "$what" == *pass* ]]; then . scripts/gpu-pass-bench.sh; fi
   tar -C "$WORK" -czf "$OUT/bench-json.tar.gz" json
 fi
 log "done"
