@@ -1,5 +1,5 @@
 # Sourced by scripts/gpu-run.sh (arg "pass"): one page-cache read per submission
-# (HIPFILE_CACHED_READS_PER_PASS=1, the default) against the earlier behaviour
+# (HIPFILE_CACHED_READS_PER_PASS=1) against the default behaviour
 # (0: every granted slot's read in one submission), interleaved, same run; then
 # the cold targets again.
 common=(--filename="$F" --size=4G)

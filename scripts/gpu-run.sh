@@ -38,8 +38,8 @@ if [[ "$what" == *faults* ]]; then
   # failures of the CI tests, on CUDA device memory and CUDA streams.
   log "fault injection on the real GPU (HIPFILE_TEST_GPU=cuda)"
   for t in engine-faults ffi-async-faults; do
-    HIPFILE_TEST_GPU=cuda HIPFILE_TEST_DIR="$WORK" HIPFILE_FAULT_SEEDS="${FAULT_SEEDS:-120}" \
-      timeout 240 "$C/$t" --nocapture --test-threads=1 > "$OUT/$t.txt" 2>&1
+    HIPFILE_TEST_GPU=cuda HIPFILE_TEST_DIR="$WORK" HIPFILE_FAULT_SEEDS="${FAULT_SEEDS:-20}" \
+      timeout 150 "$C/$t" --nocapture --test-threads=1 > "$OUT/$t.txt" 2>&1
     echo "$t: exit $?" | tee -a "$OUT/summary.md"
     grep -E "fault injection|test result|panicked|FAILED" "$OUT/$t.txt" | tee -a "$OUT/summary.md"
   done

@@ -375,7 +375,7 @@ impl Worker {
     /// smallest free slot its data fits in, so small I/O keeps flowing while
     /// large slots are busy.
     ///
-    /// At most `cached_reads_per_pass` (default 1) page-cache reads are granted per pass: the kernel copies a
+    /// At most `cached_reads_per_pass` (0, the default: no limit) page-cache reads are granted per pass: the kernel copies a
     /// cached read inline, inside the next `io_uring_enter`, so several queued
     /// together would all be copied before the first GPU copy could start, and
     /// the first slot's bytes would have left the CPU caches by then. One at a
