@@ -157,6 +157,8 @@ struct Worker {
     streams: HashMap<i32, Stream>,
     events: HashMap<(usize, i32), Event>,
     cqes: Vec<Cqe>,
+    /// `grant_slots` stopped at `cached_reads_per_pass`: the run loop grants again.
+    withheld: bool,
 }
 
 /// Copy `len` bytes from a bounce slot into the caller's host buffer at `dst`.
@@ -277,6 +279,7 @@ impl Worker {
             streams: HashMap::new(),
             events: HashMap::new(),
             cqes: Vec::new(),
+            withheld: false,
         })
     }
 
@@ -305,8 +308,10 @@ impl Worker {
             if closed && self.idle() {
                 break;
             }
-            // Slots freed or withheld since the last pass (see `grant_slots`).
-            self.grant_slots();
+            if self.withheld {
+                // The last pass stopped at its page-cache read limit.
+                self.grant_slots();
+            }
             self.progress();
         }
         self.teardown();
@@ -388,6 +393,7 @@ impl Worker {
             0 => usize::MAX,
             n => n,
         };
+        self.withheld = false;
         let mut i = 0;
         while i < self.need_slot.len() && self.free.iter().any(|f| !f.is_empty()) {
             let id = self.need_slot[i];
@@ -411,6 +417,7 @@ impl Worker {
             if cached_read {
                 cached_left -= 1;
                 if cached_left == 0 {
+                    self.withheld = true;
                     break;
                 }
             }

@@ -92,6 +92,7 @@ fn reads_and_writes_under_seeded_faults() {
     let data = pattern(len, 0x11);
     let path = dir().join(format!("faults-{}", std::process::id()));
     let total_ops = AtomicU64::new(0);
+    let mut runtime = "";
     for seed in seeds() {
         for (hard, mode, device) in [
             (false, ReadMode::Auto, false),
@@ -102,6 +103,7 @@ fn reads_and_writes_under_seeded_faults() {
         ] {
             std::fs::write(&path, &data).unwrap();
             let (gpu, double) = runtime_under_test(1);
+            runtime = gpu.name();
             if let Some(t) = &double {
                 t.set_copy_delay(Duration::from_micros(50));
             }
@@ -208,8 +210,7 @@ fn reads_and_writes_under_seeded_faults() {
         }
     }
     eprintln!(
-        "fault injection ({}): {} seeds, {} operations",
-        runtime_under_test(1).0.name(),
+        "fault injection ({runtime}): {} seeds, {} operations",
         seeds().len(),
         total_ops.load(Ordering::Relaxed)
     );
@@ -287,9 +288,11 @@ fn batch_entries_under_seeded_faults() {
     let path = dir().join(format!("batchfaults-{}", std::process::id()));
     std::fs::write(&path, &data).unwrap();
     let mut entries_run = 0u64;
+    let mut runtime = "";
     for seed in seeds().into_iter().take(40) {
         for device in [false, true] {
             let (gpu, double) = runtime_under_test(1);
+            runtime = gpu.name();
             if let Some(t) = &double {
                 t.set_copy_delay(Duration::from_micros(20));
             }
@@ -367,9 +370,6 @@ fn batch_entries_under_seeded_faults() {
             }
         }
     }
-    eprintln!(
-        "batch fault injection ({}): {entries_run} entries",
-        runtime_under_test(1).0.name()
-    );
+    eprintln!("batch fault injection ({runtime}): {entries_run} entries");
     std::fs::remove_file(&path).ok();
 }
