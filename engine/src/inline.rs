@@ -37,6 +37,19 @@ thread_local! {
 /// Bounce bytes per thread: the largest inline request plus DIO widening room.
 const BOUNCE_BYTES: usize = (1 << 20) + 2 * crate::file::MAX_DIO_ALIGN;
 
+/// Whether this thread already has its bounce buffer and a stream for the
+/// device of `mem` (then [`device_io`] creates nothing).
+pub(crate) fn ready_for(gpu: &Arc<dyn Gpu>, mem: &Memory) -> bool {
+    let Memory::Device { device, .. } = *mem else {
+        return false;
+    };
+    CTX.with(|cell| {
+        cell.borrow()
+            .as_ref()
+            .is_some_and(|c| Arc::ptr_eq(&c.gpu, gpu) && c.streams.contains_key(&device))
+    })
+}
+
 pub(crate) fn device_io(gpu: &Arc<dyn Gpu>, req: &IoRequest) -> Result<usize> {
     let Memory::Device { ptr, device } = req.mem else {
         return Err(OpError::InternalError.into());

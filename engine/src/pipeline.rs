@@ -207,6 +207,29 @@ struct Inner {
     stats: Arc<Stats>,
     workers: Vec<WorkerHandle>,
     next: AtomicUsize,
+    pool: Arc<worker::StreamPool>,
+    /// Stream ops submitted and not finished (see [`Engine::stream_op`]).
+    stream_ops: AtomicUsize,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Workers first (they drain and destroy the streams they took), then
+        // the prepared streams none of them used.
+        self.workers.clear();
+        self.pool.release(self.gpu.as_ref());
+    }
+}
+
+/// Counts one stream op as outstanding until dropped ([`Engine::stream_op`]).
+pub struct StreamOpTicket {
+    inner: Arc<Inner>,
+}
+
+impl Drop for StreamOpTicket {
+    fn drop(&mut self) {
+        self.inner.stream_ops.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// The I/O engine: worker threads, their rings and bounce slabs.
@@ -234,6 +257,7 @@ impl Engine {
         faults: Option<worker::FaultFactory>,
     ) -> Result<Engine> {
         let stats = Arc::new(Stats::default());
+        let pool = Arc::new(worker::StreamPool::default());
         let mut workers = Vec::with_capacity(cfg.io_threads);
         for id in 0..cfg.io_threads {
             workers.push(worker::spawn(
@@ -241,6 +265,7 @@ impl Engine {
                 &cfg,
                 gpu.clone(),
                 stats.clone(),
+                pool.clone(),
                 faults.clone(),
             )?);
         }
@@ -258,8 +283,30 @@ impl Engine {
                 stats,
                 workers,
                 next: AtomicUsize::new(0),
+                pool,
+                stream_ops: AtomicUsize::new(0),
             }),
         })
+    }
+
+    /// Get ready for stream ops on `device`: every worker's stream there is
+    /// made now, before the first user's stream is parked on this device
+    /// (creating one while a stream is parked can stall in the driver).
+    /// Cheap after the first call per device.
+    pub fn prepare_stream_ops(&self, device: i32) -> Result<()> {
+        let n = self.inner.workers.len();
+        self.inner.pool.prepare(self.inner.gpu.as_ref(), device, n)
+    }
+
+    /// Count a stream op as outstanding until the ticket is dropped. While any
+    /// is, a small synchronous device transfer on a thread that has no stream
+    /// of its own yet goes through the workers (their streams exist) instead
+    /// of creating a per-thread stream.
+    pub fn stream_op(&self) -> StreamOpTicket {
+        self.inner.stream_ops.fetch_add(1, Ordering::AcqRel);
+        StreamOpTicket {
+            inner: self.inner.clone(),
+        }
     }
 
     pub fn config(&self) -> &Config {
@@ -372,7 +419,11 @@ impl Engine {
             let n = inline_host_io(&req)?;
             Stats::add(&self.inner.stats.inline_bytes, n as u64);
             n
-        } else if small && self.inner.gpu.has_devices() {
+        } else if small
+            && self.inner.gpu.has_devices()
+            && (self.inner.stream_ops.load(Ordering::Acquire) == 0
+                || crate::inline::ready_for(&self.inner.gpu, &req.mem))
+        {
             self.check_access(&req)?;
             let _busy = crate::file::InflightGuard::new(&req.file);
             let n = crate::inline::device_io(&self.inner.gpu, &req)?;

@@ -27,7 +27,7 @@ use crate::stats::Stats;
 use crate::{log::Level, log_once};
 use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// Retries for EINTR/EAGAIN/no-progress on one chunk before it fails.
@@ -60,6 +60,60 @@ impl Drop for WorkerHandle {
     }
 }
 
+/// Worker streams made ahead of time, one per worker and device.
+///
+/// Creating a stream while a user's stream is parked by a stream op can stall
+/// inside the driver: on the H200 `cuStreamCreate` spun forever once the
+/// context held many streams (two leaked per seed by the stream fault test),
+/// and the op it was meant to serve never finished. So the stream path calls
+/// [`StreamPool::prepare`] for a device before it parks the first stream on it,
+/// and a worker takes its prepared stream instead of creating one then.
+#[derive(Default)]
+pub(crate) struct StreamPool {
+    /// device -> the stream of each worker, until the worker takes it.
+    ready: Mutex<HashMap<i32, Vec<Option<Stream>>>>,
+}
+
+impl StreamPool {
+    /// Make one stream per worker on `device`, unless that was done already.
+    pub(crate) fn prepare(&self, gpu: &dyn Gpu, device: i32, workers: usize) -> Result<()> {
+        let mut ready = self.ready.lock().unwrap_or_else(|e| e.into_inner());
+        if ready.contains_key(&device) {
+            return Ok(());
+        }
+        let mut made = Vec::with_capacity(workers);
+        for _ in 0..workers {
+            match gpu.stream_create(device) {
+                Ok(s) => made.push(Some(s)),
+                Err(e) => {
+                    for s in made.into_iter().flatten() {
+                        gpu.stream_destroy(s);
+                    }
+                    crate::log_error!("cannot create worker streams on device {device}: {e}");
+                    return Err(Error::Gpu(e));
+                }
+            }
+        }
+        ready.insert(device, made);
+        Ok(())
+    }
+
+    fn take(&self, device: i32, worker: usize) -> Option<Stream> {
+        let mut ready = self.ready.lock().unwrap_or_else(|e| e.into_inner());
+        ready.get_mut(&device)?.get_mut(worker)?.take()
+    }
+
+    /// Destroy the streams no worker took (after the workers have exited).
+    pub(crate) fn release(&self, gpu: &dyn Gpu) {
+        let mut ready = self.ready.lock().unwrap_or_else(|e| e.into_inner());
+        for (_, v) in ready.drain() {
+            for s in v.into_iter().flatten() {
+                gpu.stream_destroy(s);
+            }
+        }
+    }
+}
+
 /// Hook for tests: installs a fault plan on every ring an engine creates.
 pub type FaultFactory = Arc<dyn Fn(usize) -> Option<Box<dyn FaultPlan>> + Send + Sync>;
 
@@ -68,6 +122,7 @@ pub(crate) fn spawn(
     cfg: &Config,
     gpu: Arc<dyn Gpu>,
     stats: Arc<Stats>,
+    pool: Arc<StreamPool>,
     faults: Option<FaultFactory>,
 ) -> Result<WorkerHandle> {
     let (tx, rx) = mpsc::channel::<Chunk>();
@@ -77,7 +132,7 @@ pub(crate) fn spawn(
         .name(format!("hipfile-io-{id}"))
         .spawn(move || {
             // The ring is created on this thread: it is the ring's single issuer.
-            match Worker::new(id, &cfg, gpu, stats, faults) {
+            match Worker::new(id, &cfg, gpu, stats, pool, faults) {
                 Ok(w) => {
                     let _ = init_tx.send(Ok(()));
                     w.run(rx);
@@ -142,6 +197,9 @@ struct Active {
 }
 
 struct Worker {
+    id: usize,
+    /// Streams prepared for this engine's workers (see [`StreamPool`]).
+    pool: Arc<StreamPool>,
     cfg: Config,
     gpu: Arc<dyn Gpu>,
     stats: Arc<Stats>,
@@ -232,6 +290,7 @@ impl Worker {
         cfg: &Config,
         gpu: Arc<dyn Gpu>,
         stats: Arc<Stats>,
+        pool: Arc<StreamPool>,
         faults: Option<FaultFactory>,
     ) -> Result<Worker> {
         let mut ring = Ring::new(cfg.ring_entries).map_err(|e| {
@@ -263,6 +322,8 @@ impl Worker {
             (cfg.slots_per_worker * 2 + cfg.small_slots_per_worker + cfg.mid_slots_per_worker)
                 .max(8);
         Ok(Worker {
+            id,
+            pool,
             cfg: cfg.clone(),
             gpu,
             stats,
@@ -332,6 +393,10 @@ impl Worker {
         } else if let Some(&id) = self.copying.front() {
             // Nothing in the kernel: the oldest GPU copy is what we wait for.
             if let Some(ev) = self.event_of(id) {
+                crate::log_debug!(
+                    "{}: waiting for the GPU copy of table entry {id}",
+                    std::thread::current().name().unwrap_or("worker")
+                );
                 let _ = self.gpu.event_synchronize(ev);
             }
         }
@@ -753,8 +818,15 @@ impl Worker {
         if let Some(s) = self.streams.get(&device) {
             return Ok(*s);
         }
-        self.gpu.bind_thread(device)?;
-        let s = self.gpu.stream_create(device)?;
+        let s = match self.pool.take(device, self.id) {
+            Some(s) => s,
+            None => {
+                // No stream op has used this device yet: no stream can be parked on it.
+                self.gpu.bind_thread(device)?;
+                crate::log_debug!("hipfile-io-{}: new stream on device {device}", self.id);
+                self.gpu.stream_create(device)?
+            }
+        };
         self.streams.insert(device, s);
         Ok(s)
     }
@@ -922,6 +994,20 @@ impl Worker {
         let Some(a) = self.table[id].take() else {
             return;
         };
+        if crate::log::enabled(Level::Debug) {
+            let who = std::thread::current();
+            crate::log_debug!(
+                "{}: {:?} chunk {} of [{}, +{}) {:?} after phase {:?}: {:?}",
+                who.name().unwrap_or("worker"),
+                a.chunk.dir,
+                a.chunk.idx,
+                a.chunk.file_offset,
+                a.chunk.len,
+                a.chunk.mem,
+                a.phase,
+                r
+            );
+        }
         self.need_slot.retain(|&x| x != id);
         if let Some(s) = a.slot {
             let k = self.slab.class_of(s);

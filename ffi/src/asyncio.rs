@@ -24,7 +24,7 @@ use crate::{guard, inval, prepare};
 use hipfile_engine::batch::negative_code;
 use hipfile_engine::error::{Error, OpError};
 use hipfile_engine::gpu::{Gpu, MemKind, Stream};
-use hipfile_engine::pipeline::{Completion, Direction, Engine, IoRequest};
+use hipfile_engine::pipeline::{Completion, Direction, Engine, IoRequest, StreamOpTicket};
 use hipfile_engine::registry::{driver, BufferUse, StreamReg};
 use hipfile_engine::{log_debug, log_warn, MAX_RW_COUNT};
 use std::ffi::{c_uint, c_void};
@@ -112,6 +112,8 @@ struct Pending {
     bytes_p: usize,
     fixed: (usize, i64, i64),
     hold: BufferUse,
+    /// Counts the op as outstanding in its engine until it completes.
+    ticket: StreamOpTicket,
 }
 
 struct Monitor {
@@ -219,6 +221,7 @@ impl Monitor {
                 0
             };
             self.complete(op.pair, op.gen, op.bytes_p, v);
+            drop(op.ticket);
             return;
         }
         let mem = match op.proto.mem {
@@ -236,7 +239,7 @@ impl Monitor {
             file_offset: foff as u64,
             ..op.proto
         };
-        let (pair, gen, bytes_p, hold) = (op.pair, op.gen, op.bytes_p, op.hold);
+        let (pair, gen, bytes_p, hold, ticket) = (op.pair, op.gen, op.bytes_p, op.hold, op.ticket);
         let me = self.clone();
         op.engine.submit(
             req,
@@ -249,6 +252,7 @@ impl Monitor {
                     Err(e) => negative_code(&e) as isize,
                 };
                 me.complete(pair, gen, bytes_p, v);
+                drop(ticket);
             })),
         );
     }
@@ -333,6 +337,11 @@ unsafe fn submit_async(
         unsafe { *bytes_p = v };
         return Ok(());
     }
+    if let hipfile_engine::Memory::Device { device, .. } = req.mem {
+        // The workers' streams on this device must exist before a user's
+        // stream is parked on it (Engine::prepare_stream_ops says why).
+        engine.prepare_stream_ops(device)?;
+    }
     let m = monitor(&gpu)?;
     let Some((pair, gen)) = m.words.take() else {
         log_warn!("too many stream operations in flight ({WORD_PAIRS})");
@@ -347,6 +356,7 @@ unsafe fn submit_async(
     let pending = Pending {
         pair,
         gen,
+        ticket: engine.stream_op(),
         engine,
         proto: req,
         flags: reg.flags,

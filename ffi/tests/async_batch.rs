@@ -916,3 +916,64 @@ fn device_one_buffers_leave_the_callers_current_device_alone() {
     drop(tf);
     teardown();
 }
+
+/// On the H200, creating a stream while another stream was parked by a stream
+/// op could spin forever inside `cuStreamCreate`. The library's own threads,
+/// and a small synchronous device read on a thread with no stream of its own
+/// yet, must not create one while a stream op is outstanding.
+#[test]
+fn no_stream_is_created_while_a_stream_op_is_outstanding() {
+    let (_g, gpu) = setup();
+    let tf = TestFile::new("parked", 4 << 20);
+    let dev = gpu.device_alloc(0, 4 << 20).unwrap();
+    let s = gpu.stream_create(0).unwrap();
+    let gate = Gate::new(&gpu);
+    gate.hold(&gpu, s);
+    let before = gpu.streams_created_while_parked().len();
+    let (mut size, mut foff, mut boff, mut bytes) = (1usize << 20, 8192i64, 0i64, 0isize);
+    assert_eq!(
+        read_async(
+            tf.fh,
+            dev,
+            &mut size,
+            &mut foff,
+            &mut boff,
+            &mut bytes,
+            sptr(s)
+        ),
+        0
+    );
+    // The first op on a device made the workers' streams, on this thread.
+    let (fh, want) = (tf.fh as usize, tf.data[4096..8192].to_vec());
+    let reader = std::thread::Builder::new()
+        .name("small-reader".into())
+        .spawn(move || {
+            hipFileRead(
+                fh as *mut c_void,
+                (dev + (2 << 20)) as *mut c_void,
+                4096,
+                4096,
+                0,
+            )
+        })
+        .unwrap();
+    assert_eq!(reader.join().unwrap(), 4096);
+    assert!(gpu.read_device(dev + (2 << 20), 4096) == want);
+    // A sync read from the worker path (large) while the op is still held.
+    let n = hipFileRead(tf.fh, (dev + (3 << 20)) as *mut c_void, 1 << 20, 0, 0);
+    assert_eq!(n, 1 << 20);
+    assert_eq!(bytes, 0, "the held op ran early");
+    gate.release();
+    gpu.stream_synchronize(s).unwrap();
+    assert_eq!(bytes, 1 << 20);
+    assert!(gpu.read_device(dev, 1 << 20) == tf.data[8192..8192 + (1 << 20)]);
+    let late: Vec<String> = gpu.streams_created_while_parked()[before..]
+        .iter()
+        .filter(|n| n.starts_with("hipfile") || n.as_str() == "small-reader")
+        .cloned()
+        .collect();
+    assert!(late.is_empty(), "streams created while parked by {late:?}");
+    gpu.stream_destroy(s);
+    drop(tf);
+    teardown();
+}

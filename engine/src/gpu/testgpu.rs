@@ -156,6 +156,8 @@ struct StreamExec {
 struct Shared {
     shutdown: AtomicBool,
     copy_delay_ns: AtomicU64,
+    /// Streams waiting in a `stream_wait_value32` that is not yet satisfied.
+    parked: AtomicUsize,
 }
 
 /// The test double; see the module documentation.
@@ -173,6 +175,8 @@ pub struct TestGpu {
     copies_issued: AtomicU64,
     fail_copies: AtomicU32,
     threads: Mutex<Vec<(Arc<StreamExec>, JoinHandle<()>)>>,
+    /// Names of the threads that created a stream while some stream was parked.
+    created_while_parked: Mutex<Vec<String>>,
 }
 
 impl TestGpu {
@@ -185,6 +189,7 @@ impl TestGpu {
             shared: Arc::new(Shared {
                 shutdown: AtomicBool::new(false),
                 copy_delay_ns: AtomicU64::new(0),
+                parked: AtomicUsize::new(0),
             }),
             allocs: Mutex::new(BTreeMap::new()),
             next_offset: Mutex::new(vec![0; n as usize]),
@@ -195,6 +200,7 @@ impl TestGpu {
             copies_issued: AtomicU64::new(0),
             fail_copies: AtomicU32::new(0),
             threads: Mutex::new(Vec::new()),
+            created_while_parked: Mutex::new(Vec::new()),
         }
     }
 
@@ -225,6 +231,14 @@ impl TestGpu {
     }
 
     /// Copies accepted so far (both directions; failed and empty ones excluded).
+    /// The threads (by name) that created a stream while another stream was
+    /// parked in a wait-value operation. On the H200, `cuStreamCreate` there
+    /// spun forever once the context held many streams, so the library must
+    /// never do it: its threads are named `hipfile-*`.
+    pub fn streams_created_while_parked(&self) -> Vec<String> {
+        lock(&self.created_while_parked).clone()
+    }
+
     pub fn copies_issued(&self) -> u64 {
         self.copies_issued.load(Ordering::Relaxed)
     }
@@ -453,8 +467,13 @@ fn execute(op: Op, shared: &Shared) -> bool {
             // the caller promised it outlives the wait; every access is atomic.
             let w = unsafe { &*word.0 };
             let mut spins = 0u32;
+            if w.load(Ordering::Acquire) >= value {
+                return true;
+            }
+            shared.parked.fetch_add(1, Ordering::AcqRel);
             while w.load(Ordering::Acquire) < value {
                 if shared.shutdown.load(Ordering::Acquire) {
+                    shared.parked.fetch_sub(1, Ordering::AcqRel);
                     return false;
                 }
                 if spins < 64 {
@@ -464,6 +483,7 @@ fn execute(op: Op, shared: &Shared) -> bool {
                     std::thread::sleep(Duration::from_micros(50));
                 }
             }
+            shared.parked.fetch_sub(1, Ordering::AcqRel);
         }
         Op::WriteValue { word, value } => {
             // SAFETY: as for `WaitValue`.
@@ -578,6 +598,11 @@ impl Gpu for TestGpu {
 
     fn stream_create(&self, device: i32) -> GpuResult<Stream> {
         self.check_device(device)?;
+        if self.shared.parked.load(Ordering::Acquire) > 0 {
+            // A real driver can stall here (see `streams_created_while_parked`).
+            let t = std::thread::current();
+            lock(&self.created_while_parked).push(t.name().unwrap_or("unnamed").to_string());
+        }
         let handle = STREAM_HANDLE_BASE + self.next_handle.fetch_add(1, Ordering::Relaxed);
         let exec = self.spawn_exec(device, handle)?;
         lock(&self.streams).insert(handle, exec);
