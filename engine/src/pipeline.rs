@@ -199,6 +199,8 @@ pub(crate) struct Chunk {
     pub file_offset: u64,
     pub len: usize,
     pub durable: bool,
+    /// When the request was cut into chunks (stage timings).
+    pub queued_at: std::time::Instant,
 }
 
 struct Inner {
@@ -378,6 +380,7 @@ impl Engine {
         });
         let n = self.inner.workers.len();
         let first = self.inner.next.fetch_add(bounds.len(), Ordering::Relaxed);
+        let queued_at = std::time::Instant::now();
         for (idx, (off, len)) in bounds.into_iter().enumerate() {
             let c = Chunk {
                 req: state.clone(),
@@ -388,6 +391,7 @@ impl Engine {
                 file_offset: off,
                 len,
                 durable: req.durable,
+                queued_at,
             };
             self.inner.workers[(first + idx) % n].send(c);
         }

@@ -26,7 +26,28 @@ pub struct Stats {
     pub retries: AtomicU64,
     /// Bytes of small host-memory requests done on the caller's thread.
     pub inline_bytes: AtomicU64,
+    /// Time chunks spent in each [`Stage`] (sum and longest, nanoseconds).
+    pub stage_ns: [AtomicU64; STAGES],
+    pub stage_max_ns: [AtomicU64; STAGES],
+    /// Chunks finished by workers, and their time from being cut to done.
+    pub chunks: AtomicU64,
+    pub chunk_ns: AtomicU64,
+    pub chunk_max_ns: AtomicU64,
 }
+
+/// Where a worker chunk's time goes, from the moment its request is cut into
+/// chunks: waiting for its worker, for a bounce slot, for storage (every read
+/// or write op of the chunk), for its GPU copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    Queue = 0,
+    Slot = 1,
+    Storage = 2,
+    Gpu = 3,
+}
+
+pub const STAGES: usize = 4;
+pub const STAGE_NAMES: [&str; STAGES] = ["queue", "slot", "storage", "gpu"];
 
 /// A plain copy of the counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -41,6 +62,43 @@ pub struct StatsSnapshot {
     pub bounced_chunks: u64,
     pub retries: u64,
     pub inline_bytes: u64,
+    pub stage_ns: [u64; STAGES],
+    pub stage_max_ns: [u64; STAGES],
+    pub chunks: u64,
+    pub chunk_ns: u64,
+    pub chunk_max_ns: u64,
+}
+
+impl StatsSnapshot {
+    /// "queue 12/340 µs, slot ..., whole chunk 80/900 µs over N chunks"
+    /// (mean/longest per stage), or None before any worker chunk finished.
+    pub fn stage_summary(&self) -> Option<String> {
+        if self.chunks == 0 {
+            return None;
+        }
+        let us = |ns: u64| ns as f64 / 1e3;
+        let n = self.chunks as f64;
+        let mut parts: Vec<String> = (0..STAGES)
+            .map(|i| {
+                format!(
+                    "{} {:.0}/{:.0}",
+                    STAGE_NAMES[i],
+                    us(self.stage_ns[i]) / n,
+                    us(self.stage_max_ns[i])
+                )
+            })
+            .collect();
+        parts.push(format!(
+            "whole chunk {:.0}/{:.0}",
+            us(self.chunk_ns) / n,
+            us(self.chunk_max_ns)
+        ));
+        Some(format!(
+            "{} µs (mean/longest) over {} chunks",
+            parts.join(", "),
+            self.chunks
+        ))
+    }
 }
 
 impl Stats {
@@ -61,6 +119,26 @@ impl Stats {
             bounced_chunks: g(&self.bounced_chunks),
             retries: g(&self.retries),
             inline_bytes: g(&self.inline_bytes),
+            stage_ns: std::array::from_fn(|i| g(&self.stage_ns[i])),
+            stage_max_ns: std::array::from_fn(|i| g(&self.stage_max_ns[i])),
+            chunks: g(&self.chunks),
+            chunk_ns: g(&self.chunk_ns),
+            chunk_max_ns: g(&self.chunk_max_ns),
         }
+    }
+
+    /// Account `d` to `stage`.
+    pub fn stage(&self, stage: Stage, d: std::time::Duration) {
+        let ns = d.as_nanos().min(u64::MAX as u128) as u64;
+        self.stage_ns[stage as usize].fetch_add(ns, Ordering::Relaxed);
+        self.stage_max_ns[stage as usize].fetch_max(ns, Ordering::Relaxed);
+    }
+
+    /// Account a finished chunk that took `d` in all.
+    pub fn chunk(&self, d: std::time::Duration) {
+        let ns = d.as_nanos().min(u64::MAX as u128) as u64;
+        self.chunks.fetch_add(1, Ordering::Relaxed);
+        self.chunk_ns.fetch_add(ns, Ordering::Relaxed);
+        self.chunk_max_ns.fetch_max(ns, Ordering::Relaxed);
     }
 }

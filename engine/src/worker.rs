@@ -23,12 +23,13 @@ use crate::error::{Error, OpError, Result};
 use crate::gpu::{Event, Gpu, GpuError, Stream};
 use crate::pipeline::{Chunk, Direction, Memory};
 use crate::ring::{Cqe, FaultPlan, Op, Ring};
-use crate::stats::Stats;
+use crate::stats::{Stage, Stats};
 use crate::{log::Level, log_once};
 use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 /// Retries for EINTR/EAGAIN/no-progress on one chunk before it fails.
 const MAX_RETRIES: u32 = 64;
@@ -194,6 +195,9 @@ struct Active {
     /// The write in flight uses the O_DIRECT descriptor.
     write_direct: bool,
     retries: u32,
+    /// The stage being timed, and since when.
+    open: Stage,
+    since: Instant,
 }
 
 struct Worker {
@@ -421,6 +425,7 @@ impl Worker {
             return;
         };
         let needs_slot = chunk.mem.is_device();
+        let queued_at = chunk.queued_at;
         self.table[id] = Some(Active {
             chunk,
             slot: None,
@@ -432,11 +437,15 @@ impl Worker {
             want_direct: false,
             write_direct: false,
             retries: 0,
+            open: Stage::Queue,
+            since: queued_at,
         });
         if needs_slot {
+            self.enter(id, Stage::Slot);
             self.need_slot.push_back(id);
             self.grant_slots();
         } else {
+            self.enter(id, Stage::Storage);
             self.step(id);
         }
     }
@@ -475,6 +484,7 @@ impl Worker {
                 a.slot_from = a.done;
             }
             Stats::add(&self.stats.bounced_chunks, 1);
+            self.enter(id, Stage::Storage);
             self.step(id);
             let cached_read = self.table[id]
                 .as_ref()
@@ -485,6 +495,18 @@ impl Worker {
                     self.withheld = true;
                     break;
                 }
+            }
+        }
+    }
+
+    /// Close the stage chunk `id` is timed in and open `next`.
+    fn enter(&mut self, id: usize, next: Stage) {
+        if let Some(a) = self.table[id].as_mut() {
+            if a.open != next {
+                let now = Instant::now();
+                self.stats.stage(a.open, now - a.since);
+                a.open = next;
+                a.since = now;
             }
         }
     }
@@ -578,6 +600,7 @@ impl Worker {
                     };
                     if a.slot.is_none() && !host_aligned {
                         // Unaligned host range: read through a bounce slot.
+                        self.enter(id, Stage::Slot);
                         self.act(id).phase = Phase::NeedSlot;
                         self.need_slot.push_back(id);
                         self.grant_slots();
@@ -871,6 +894,7 @@ impl Worker {
     }
 
     fn copy_to_device(&mut self, id: usize, dst: u64, device: i32, src: *const u8, len: usize) {
+        self.enter(id, Stage::Gpu);
         self.act(id).phase = Phase::ToDevice;
         // SAFETY: `src..src+len` lies in this chunk's slot, which stays untouched
         // until the copy's event completes (the slot is freed in `finish` only).
@@ -890,6 +914,7 @@ impl Worker {
         };
         let dst = self.buf_at(a, 0);
         let len = a.chunk.len;
+        self.enter(id, Stage::Gpu);
         self.act(id).phase = Phase::FromDevice;
         // SAFETY: `dst..dst+len` is this chunk's slot, untouched until the event completes.
         let r = self.enqueue_copy(id, device, |g, s| unsafe {
@@ -944,7 +969,10 @@ impl Worker {
                 let done = a.done;
                 self.finish(id, Ok(done));
             }
-            Phase::FromDevice => self.next_write(id),
+            Phase::FromDevice => {
+                self.enter(id, Stage::Storage);
+                self.next_write(id)
+            }
             _ => self.finish(id, Err(OpError::InternalError.into())),
         }
     }
@@ -994,6 +1022,9 @@ impl Worker {
         let Some(a) = self.table[id].take() else {
             return;
         };
+        let now = Instant::now();
+        self.stats.stage(a.open, now - a.since);
+        self.stats.chunk(now - a.chunk.queued_at);
         if crate::log::enabled(Level::Debug) {
             let who = std::thread::current();
             crate::log_debug!(

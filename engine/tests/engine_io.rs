@@ -4,6 +4,7 @@
 use hipfile_engine::config::ReadMode;
 use hipfile_engine::gpu::testgpu::TestGpu;
 use hipfile_engine::gpu::{Gpu, NoGpu};
+use hipfile_engine::stats::Stage;
 use hipfile_engine::{Config, Engine, Error, File, Memory};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
@@ -234,6 +235,17 @@ fn device_round_trip_through_async_test_double() {
                 unsafe { gpu.device_free(dev).unwrap() };
             }
         }
+        // Stage timings partition each chunk's time, and every copy's
+        // 300 µs delay shows in the GPU stage.
+        let st = e.stats();
+        assert!(st.chunks > 0 && st.gpu_copies > 0, "{st:?}");
+        assert_eq!(st.stage_ns.iter().sum::<u64>(), st.chunk_ns, "{st:?}");
+        assert!(
+            st.stage_ns[Stage::Gpu as usize] >= st.gpu_copies * 300_000,
+            "{st:?}"
+        );
+        assert!(st.stage_ns[Stage::Storage as usize] > 0, "{st:?}");
+        assert!(st.stage_summary().is_some());
     }
     assert!(gpu.copies_issued() > 0);
     std::fs::remove_file(&path).unwrap();

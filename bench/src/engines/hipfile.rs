@@ -109,6 +109,9 @@ pub fn driver_close() -> Result<(), String> {
             s.gpu_copies,
             s.retries
         );
+        if let Some(st) = s.stage_summary() {
+            eprintln!("note: chunk stages: {st}");
+        }
     }
     check("hipFileDriverClose", hipfile::hipFileDriverClose())
 }
