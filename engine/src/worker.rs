@@ -398,8 +398,8 @@ impl Worker {
             // Nothing in the kernel: the oldest GPU copy is what we wait for.
             if let Some(ev) = self.event_of(id) {
                 crate::log_debug!(
-                    "{}: waiting for the GPU copy of table entry {id}",
-                    std::thread::current().name().unwrap_or("worker")
+                    "hipfile-io-{}: waiting for the GPU copy of table entry {id}",
+                    self.id
                 );
                 let _ = self.gpu.event_synchronize(ev);
             }
@@ -1026,10 +1026,9 @@ impl Worker {
         self.stats.stage(a.open, now - a.since);
         self.stats.chunk(now - a.chunk.queued_at);
         if crate::log::enabled(Level::Debug) {
-            let who = std::thread::current();
             crate::log_debug!(
-                "{}: {:?} chunk {} of [{}, +{}) {:?} after phase {:?}: {:?}",
-                who.name().unwrap_or("worker"),
+                "hipfile-io-{}: {:?} chunk {} of [{}, +{}) {:?} after phase {:?}: {:?}",
+                self.id,
                 a.chunk.dir,
                 a.chunk.idx,
                 a.chunk.file_offset,
