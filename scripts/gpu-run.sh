@@ -39,7 +39,7 @@ if [[ "$what" == *faults* ]]; then
   log "fault injection on the real GPU (HIPFILE_TEST_GPU=cuda)"
   for t in engine-faults ffi-async-faults; do
     HIPFILE_TEST_GPU=cuda HIPFILE_TEST_DIR="$WORK" HIPFILE_FAULT_SEEDS="${FAULT_SEEDS:-20}" \
-      timeout 150 "$C/$t" --nocapture --test-threads=1 > "$OUT/$t.txt" 2>&1
+      timeout 300 "$C/$t" --nocapture --test-threads=1 > "$OUT/$t.txt" 2>&1
     echo "$t: exit $?" | tee -a "$OUT/summary.md"
     grep -E "fault injection|test result|panicked|FAILED" "$OUT/$t.txt" | tee -a "$OUT/summary.md"
   done
