@@ -1,10 +1,6 @@
 # Sourced by scripts/gpu-run.sh (args "async"): stream I/O on 4 streams against
 # sync reads of the same size in the same run (issue: async >= 0.9 x sync).
-common=(--filename="$F" --size=4G)
-[ -f "$F" ] || "$B" "${common[@]}" --bs=16M --rw=read --ioengine=posix --mem=host --invalidate=0 --loops=1 > "$OUT/create.txt" 2>&1
-cat "$F" > /dev/null; cat "$F" > /dev/null
-echo "| run | dir | bandwidth | IOPS | p50 | p99 | cpu |" >> "$OUT/summary.md"
-echo "|---|---|---|---|---|---|---|" >> "$OUT/summary.md"
+hot_file
 for rep in 1 2; do
   run "sync-hot-64m-$rep"   "${common[@]}" --bs=64M --rw=read --ioengine=hipfile-sync --mem=device --invalidate=0 --time_based --runtime=3
   run "async4-hot-64m-$rep" "${common[@]}" --bs=64M --numjobs=4 --group_reporting --rw=read --ioengine=hipfile-async --mem=device --invalidate=0 --time_based --runtime=3

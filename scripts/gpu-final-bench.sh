@@ -1,10 +1,6 @@
 # Sourced by scripts/gpu-run.sh (args "final"): latency of small reads after the
 # inline device path, and same-run ratios for the batch targets.
-common=(--filename="$F" --size=4G)
-[ -f "$F" ] || "$B" "${common[@]}" --bs=16M --rw=read --ioengine=posix --mem=host --invalidate=0 --loops=1 > "$OUT/create.txt" 2>&1
-cat "$F" > /dev/null; cat "$F" > /dev/null
-echo "| run | dir | bandwidth | IOPS | p50 | p99 | cpu |" >> "$OUT/summary.md"
-echo "|---|---|---|---|---|---|---|" >> "$OUT/summary.md"
+hot_file
 for m in device host; do
   run "posix-lat4k-hot-$m" "${common[@]}" --bs=4k --rw=randread --ioengine=posix --mem=$m --invalidate=0 --time_based --runtime=2
   run "sync-lat4k-hot-$m"  "${common[@]}" --bs=4k --rw=randread --ioengine=hipfile-sync --mem=$m --invalidate=0 --time_based --runtime=2

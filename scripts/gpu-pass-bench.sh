@@ -2,11 +2,7 @@
 # (HIPFILE_CACHED_READS_PER_PASS=1) against the default behaviour
 # (0: every granted slot's read in one submission), interleaved, same run; then
 # the cold targets again.
-common=(--filename="$F" --size=4G)
-[ -f "$F" ] || "$B" "${common[@]}" --bs=16M --rw=read --ioengine=posix --mem=host --invalidate=0 --loops=1 > "$OUT/create.txt" 2>&1
-cat "$F" > /dev/null; cat "$F" > /dev/null
-echo "| run | dir | bandwidth | IOPS | p50 | p99 | cpu |" >> "$OUT/summary.md"
-echo "|---|---|---|---|---|---|---|" >> "$OUT/summary.md"
+hot_file
 run copy-h2d "${common[@]}" --bs=4M --iodepth=4 --rw=read --ioengine=copy --mem=device --time_based --runtime=2
 for i in 1 2; do
   for p in 1 0; do

@@ -68,7 +68,15 @@ for d in ("read","write"):
         print(f"| {sys.argv[2]} | {d} | {x['bw_bytes']/1e9:.2f} GB/s | {x['iops']:.0f} IOPS | p50 {x['clat_ns']['percentile'].get('50.000000',0)/1e3:.1f} us | p99 {x['clat_ns']['percentile'].get('99.000000',0)/1e3:.1f} us | usr {job['usr_cpu']:.1f}% sys {job['sys_cpu']:.1f}% |")
 PY
   }
-  # The measurement list lives in scripts/gpu-bench.sh (uses B, F, WORK, run, drop).
+  # Shared start of the measurement lists: the 4 GiB file, page-cache hot, and the table header.
+  common=(--filename="$F" --size=4G)
+  hot_file() {
+    [ -f "$F" ] || "$B" "${common[@]}" --bs=16M --rw=read --ioengine=posix --mem=host --invalidate=0 --loops=1 > "$OUT/create.txt" 2>&1
+    cat "$F" > /dev/null; cat "$F" > /dev/null
+    echo "| run | dir | bandwidth | IOPS | p50 | p99 | cpu |" >> "$OUT/summary.md"
+    echo "|---|---|---|---|---|---|---|" >> "$OUT/summary.md"
+  }
+  # The measurement lists live in scripts/gpu-*bench.sh (they use B, F, WORK, common, hot_file, run, drop).
   if [[ "$what" == *bench* ]]; then . scripts/gpu-bench.sh; fi
   if [[ "$what" == *async* ]]; then . scripts/gpu-async-bench.sh; fi
   if [[ "$what" == *final* ]]; then . scripts/gpu-final-bench.sh; fi

@@ -1,11 +1,7 @@
 # Sourced by scripts/gpu-run.sh (arg "stages"): hot reads with the engine's
 # per-stage chunk timings (queue, slot, storage, gpu; printed by hipfile-bench
 # into bench.txt as "note: chunk stages"), to see where the hot-read gap goes.
-common=(--filename="$F" --size=4G)
-[ -f "$F" ] || "$B" "${common[@]}" --bs=16M --rw=read --ioengine=posix --mem=host --invalidate=0 --loops=1 > "$OUT/create.txt" 2>&1
-cat "$F" > /dev/null; cat "$F" > /dev/null
-echo "| run | dir | bandwidth | IOPS | p50 | p99 | cpu |" >> "$OUT/summary.md"
-echo "|---|---|---|---|---|---|---|" >> "$OUT/summary.md"
+hot_file
 run copy-h2d "${common[@]}" --bs=4M --iodepth=4 --rw=read --ioengine=copy --mem=device --time_based --runtime=2
 run sync-hot-1g "${common[@]}" --bs=1G --rw=read --ioengine=hipfile-sync --mem=device --invalidate=0 --time_based --runtime=3
 run batch-hot-1m-qd128 "${common[@]}" --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch --mem=device --invalidate=0 --time_based --runtime=3
