@@ -129,16 +129,20 @@ impl Stats {
 
     /// Account `d` to `stage`.
     pub fn stage(&self, stage: Stage, d: std::time::Duration) {
-        let ns = d.as_nanos().min(u64::MAX as u128) as u64;
+        let ns = nanos(d);
         self.stage_ns[stage as usize].fetch_add(ns, Ordering::Relaxed);
         self.stage_max_ns[stage as usize].fetch_max(ns, Ordering::Relaxed);
     }
 
     /// Account a finished chunk that took `d` in all.
     pub fn chunk(&self, d: std::time::Duration) {
-        let ns = d.as_nanos().min(u64::MAX as u128) as u64;
+        let ns = nanos(d);
         self.chunks.fetch_add(1, Ordering::Relaxed);
         self.chunk_ns.fetch_add(ns, Ordering::Relaxed);
         self.chunk_max_ns.fetch_max(ns, Ordering::Relaxed);
     }
+}
+
+fn nanos(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }

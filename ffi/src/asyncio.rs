@@ -221,7 +221,6 @@ impl Monitor {
                 0
             };
             self.complete(op.pair, op.gen, op.bytes_p, v);
-            drop(op.ticket);
             return;
         }
         let mem = match op.proto.mem {
