@@ -47,6 +47,11 @@ pub struct Config {
     /// (bench/RESULTS.md, pass run), so the long-tested behaviour stays the
     /// default. `HIPFILE_CACHED_READS_PER_PASS`.
     pub cached_reads_per_pass: usize,
+    /// A worker with nothing in the kernel polls its oldest GPU copy (and the
+    /// queue) instead of sleeping on the copy's event: it notices the copy,
+    /// and new work, sooner, at the price of a busy core while it waits.
+    /// `HIPFILE_POLL_COPIES`.
+    pub poll_copies: bool,
     /// io_uring submission-queue entries per worker ring.
     pub ring_entries: u32,
     /// `HIPFILE_READ_MODE` = auto | direct | buffered.
@@ -79,9 +84,13 @@ pub struct Config {
 /// chunk stays at 4 MiB and the thread count at min(cores, 12).
 pub const DEFAULT_CHUNK_BYTES: usize = 4 << 20;
 pub const DEFAULT_MAX_THREADS: usize = 12;
-/// Two slots are enough to overlap one read with one copy; four also hide
-/// jitter in either stage. 12 workers × 4 × 4 MiB = 192 MiB of pinned memory.
-pub const DEFAULT_SLOTS_PER_WORKER: usize = 4;
+/// Two slots overlap one read with one copy, and keep the bounce memory the
+/// CPU actually touches (12 × 2 × 4 MiB = 96 MiB) inside the H200 host's
+/// 300 MiB L3: the page-cache copy writes a slot and the DMA reads it from
+/// cache. Four slots (192 MiB, plus the mid-size class) fell out of it: run 8
+/// measured 27.6 GB/s with four and 40.1 with two, and the probe
+/// (`engine/examples/hot_probe.rs`) 40.6 against 46.2 (bench/RESULTS.md).
+pub const DEFAULT_SLOTS_PER_WORKER: usize = 2;
 /// Data bytes a small bounce slot takes.
 pub const SMALL_SLOT_DATA_BYTES: usize = 64 << 10;
 /// Data bytes a mid-size bounce slot takes.
@@ -102,6 +111,7 @@ impl Default for Config {
             mid_slots_per_worker: 8,
             inline_max_bytes: 64 << 10,
             cached_reads_per_pass: 0,
+            poll_copies: false,
             ring_entries: 128,
             read_mode: ReadMode::Auto,
             gpu_runtime: RuntimeChoice::Auto,
@@ -252,6 +262,7 @@ impl Config {
         c.register_buffers = env_bool(env, "HIPFILE_REGISTER_BUFFERS", c.register_buffers);
         c.pin_buffers = env_bool(env, "HIPFILE_PIN_BUFFERS", c.pin_buffers);
         c.write_sync = env_bool(env, "HIPFILE_WRITE_SYNC", c.write_sync);
+        c.poll_copies = env_bool(env, "HIPFILE_POLL_COPIES", c.poll_copies);
         c.allow_compat_mode = env_bool(env, "HIPFILE_ALLOW_COMPAT_MODE", c.allow_compat_mode);
         c.force_compat_mode = env_bool(env, "HIPFILE_FORCE_COMPAT_MODE", c.force_compat_mode);
         if c.force_compat_mode && !c.allow_compat_mode {
@@ -454,6 +465,15 @@ mod tests {
         let c = Config::from_env_with(env);
         assert!(c.force_compat_mode);
         assert!(c.allow_compat_mode);
+    }
+
+    #[test]
+    fn poll_copies_is_off_unless_asked() {
+        assert!(!Config::default().poll_copies);
+        let env: &[(&str, &str)] = &[("HIPFILE_POLL_COPIES", "true")];
+        assert!(Config::from_env_with(env).poll_copies);
+        let env: &[(&str, &str)] = &[("HIPFILE_POLL_COPIES", "yes")];
+        assert!(!Config::from_env_with(env).poll_copies);
     }
 
     #[test]

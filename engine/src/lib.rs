@@ -26,6 +26,7 @@ pub mod gpu;
 mod inline;
 pub mod log;
 pub mod pipeline;
+mod queue;
 pub mod registry;
 pub mod ring;
 pub mod stats;

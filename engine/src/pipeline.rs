@@ -5,13 +5,15 @@
 //! only the first chunk's head and the last chunk's tail can be unaligned.
 //! Example: 10 MiB at offset 1 MiB + 100 with 4 MiB chunks gives
 //! [1M+100, 4M), [4M, 8M), [8M, 11M+100): three chunks, the middle one aligned.
-//! Chunk k goes to worker (start + k) mod n, so all workers stream the same
-//! region of the file together.
+//! Chunks go, in order, to one queue that every worker pulls from
+//! ([`crate::queue`]), so all workers stream the same region of the file
+//! together and a chunk starts on whichever worker can take it first.
 
 use crate::config::{Config, ReadMode};
 use crate::error::{Error, OpError, Result};
 use crate::file::File;
 use crate::gpu::{self, Gpu, MemKind, PtrInfo};
+use crate::queue::WorkQueue;
 use crate::stats::{Stats, StatsSnapshot};
 use crate::worker::{self, WorkerHandle};
 use crate::MAX_RW_COUNT;
@@ -208,7 +210,7 @@ struct Inner {
     gpu: Arc<dyn Gpu>,
     stats: Arc<Stats>,
     workers: Vec<WorkerHandle>,
-    next: AtomicUsize,
+    queue: Arc<WorkQueue<Chunk>>,
     pool: Arc<worker::StreamPool>,
     /// Stream ops submitted and not finished (see [`Engine::stream_op`]).
     stream_ops: AtomicUsize,
@@ -216,8 +218,9 @@ struct Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        // Workers first (they drain and destroy the streams they took), then
-        // the prepared streams none of them used.
+        // Workers first (they drain the queue and destroy the streams they
+        // took), then the prepared streams none of them used.
+        self.queue.close();
         self.workers.clear();
         self.pool.release(self.gpu.as_ref());
     }
@@ -260,16 +263,25 @@ impl Engine {
     ) -> Result<Engine> {
         let stats = Arc::new(Stats::default());
         let pool = Arc::new(worker::StreamPool::default());
+        let queue = Arc::new(WorkQueue::new(cfg.io_threads));
         let mut workers = Vec::with_capacity(cfg.io_threads);
         for id in 0..cfg.io_threads {
-            workers.push(worker::spawn(
+            match worker::spawn(
                 id,
                 &cfg,
                 gpu.clone(),
                 stats.clone(),
                 pool.clone(),
+                queue.clone(),
                 faults.clone(),
-            )?);
+            ) {
+                Ok(w) => workers.push(w),
+                Err(e) => {
+                    // Let the workers already started exit before they are joined.
+                    queue.close();
+                    return Err(e);
+                }
+            }
         }
         crate::log_info!(
             "engine: {} workers, {} KiB chunks, {} slots each, GPU runtime {}",
@@ -284,7 +296,7 @@ impl Engine {
                 gpu,
                 stats,
                 workers,
-                next: AtomicUsize::new(0),
+                queue,
                 pool,
                 stream_ops: AtomicUsize::new(0),
             }),
@@ -378,11 +390,10 @@ impl Engine {
             file: req.file.clone(),
             cancel: req.cancel.clone(),
         });
-        let n = self.inner.workers.len();
-        let first = self.inner.next.fetch_add(bounds.len(), Ordering::Relaxed);
         let queued_at = std::time::Instant::now();
+        let mut chunks = Vec::with_capacity(bounds.len());
         for (idx, (off, len)) in bounds.into_iter().enumerate() {
-            let c = Chunk {
+            chunks.push(Chunk {
                 req: state.clone(),
                 idx,
                 file: req.file.clone(),
@@ -392,8 +403,12 @@ impl Engine {
                 len,
                 durable: req.durable,
                 queued_at,
-            };
-            self.inner.workers[(first + idx) % n].send(c);
+            });
+        }
+        if let Err(refused) = self.inner.queue.push(chunks) {
+            for c in refused {
+                c.req.chunk_done(c.idx, Err(OpError::DriverClosing.into()));
+            }
         }
     }
 

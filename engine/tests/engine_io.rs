@@ -4,12 +4,16 @@
 use hipfile_engine::config::ReadMode;
 use hipfile_engine::gpu::testgpu::TestGpu;
 use hipfile_engine::gpu::{Gpu, NoGpu};
+use hipfile_engine::ring::{Cqe, FaultPlan, Op};
 use hipfile_engine::stats::Stage;
+use hipfile_engine::worker::FaultFactory;
+use hipfile_engine::{Completion, Direction, IoRequest};
 use hipfile_engine::{Config, Engine, Error, File, Memory};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -212,8 +216,20 @@ fn device_round_trip_through_async_test_double() {
     // Slow copies make a slot reused too early show up as corrupt data.
     gpu.set_copy_delay(Duration::from_micros(300));
     let mut rng = Rng(seed() ^ 2);
-    for mode in [ReadMode::Auto, ReadMode::Direct, ReadMode::Buffered] {
-        let e = engine(gpu.clone(), mode);
+    // The last pass polls for copy completion instead of sleeping on events.
+    let passes = [
+        (ReadMode::Auto, false),
+        (ReadMode::Direct, false),
+        (ReadMode::Buffered, false),
+        (ReadMode::Auto, true),
+    ];
+    for (mode, poll_copies) in passes {
+        let cfg = Config {
+            read_mode: mode,
+            poll_copies,
+            ..small_config()
+        };
+        let e = Engine::with_gpu(cfg, gpu.clone()).unwrap();
         for direct_fd in [false, true] {
             let f = open(&path, direct_fd);
             let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
@@ -426,5 +442,115 @@ fn small_device_transfers_run_inline_and_are_exact() {
     let mut back = vec![0u8; len];
     f.read_exact_at(&mut back, 0).unwrap();
     assert!(back == mirror);
+    std::fs::remove_file(&path).unwrap();
+}
+
+/// Holds back the first completion any of the engine's rings produces until
+/// `open` is set: the worker that got it is stuck with its only slot.
+struct Stall {
+    taken: Arc<std::sync::atomic::AtomicBool>,
+    open: Arc<std::sync::atomic::AtomicBool>,
+    held: Vec<Cqe>,
+}
+
+impl FaultPlan for Stall {
+    fn on_complete(&mut self, _op: &Op, cqe: Cqe, out: &mut Vec<Cqe>) {
+        if self.taken.swap(true, Ordering::SeqCst) {
+            out.push(cqe);
+        } else {
+            self.held.push(cqe);
+        }
+    }
+    fn flush(&mut self, out: &mut Vec<Cqe>) {
+        if self.open.load(Ordering::SeqCst) {
+            out.append(&mut self.held);
+        }
+    }
+    fn holding(&self) -> usize {
+        self.held.len()
+    }
+}
+
+#[test]
+fn chunks_go_to_a_worker_that_can_start_them() {
+    use std::sync::atomic::AtomicBool;
+    let chunk = 256 << 10;
+    let data = pattern(3 * chunk, 9);
+    let (path, f) = temp_file("pull", &data);
+    let gpu = Arc::new(TestGpu::new(1));
+    let taken = Arc::new(AtomicBool::new(false));
+    let open = Arc::new(AtomicBool::new(false));
+    let (t, o) = (taken.clone(), open.clone());
+    let factory: FaultFactory = Arc::new(move |_| {
+        Some(Box::new(Stall {
+            taken: t.clone(),
+            open: o.clone(),
+            held: Vec::new(),
+        }) as Box<dyn FaultPlan>)
+    });
+    // Two workers with one slot each and no small or mid-size slots.
+    let cfg = Config {
+        io_threads: 2,
+        chunk_bytes: chunk,
+        slots_per_worker: 1,
+        small_slots_per_worker: 0,
+        mid_slots_per_worker: 0,
+        read_mode: ReadMode::Buffered,
+        ..Config::default()
+    };
+    let e = Engine::with_faults(cfg, gpu.clone(), Some(factory)).unwrap();
+    let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
+    let dev = gpu.device_alloc(0, 3 * chunk).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let submit = |name: &'static str, off: usize, len: usize| {
+        let tx = tx.clone();
+        e.submit(
+            IoRequest {
+                file: file.clone(),
+                dir: Direction::Read,
+                mem: Memory::Device {
+                    ptr: dev + off as u64,
+                    device: 0,
+                },
+                size: len,
+                file_offset: off as u64,
+                cancel: None,
+                durable: false,
+            },
+            Completion::Callback(Box::new(move |r| {
+                let _ = tx.send((name, r.ok()));
+            })),
+        )
+    };
+    // A: one chunk, whose read completion is held: its worker is stuck.
+    submit("a", 0, chunk);
+    for _ in 0..2000 {
+        if taken.load(Ordering::SeqCst) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        taken.load(Ordering::SeqCst),
+        "request A never reached the ring"
+    );
+    // B: two chunks. Both must run on the other worker; dealt round-robin, one
+    // of them would wait for the stuck worker's slot until A is released.
+    submit("b", chunk, 2 * chunk);
+    let first = rx.recv_timeout(Duration::from_secs(30));
+    open.store(true, Ordering::SeqCst);
+    assert_eq!(
+        first.ok(),
+        Some(("b", Some(2 * chunk))),
+        "request B waited behind the stalled worker"
+    );
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(30)).ok(),
+        Some(("a", Some(chunk)))
+    );
+    assert_eq!(gpu.read_device(dev, 3 * chunk), data);
+    drop(e);
+    // SAFETY: no I/O uses the allocation any more.
+    unsafe { gpu.device_free(dev).unwrap() };
     std::fs::remove_file(&path).unwrap();
 }
