@@ -9,6 +9,7 @@
 use io_uring::{opcode, squeue, types, IoUring};
 use std::io;
 use std::os::fd::RawFd;
+use std::time::Duration;
 
 /// One operation for the ring.
 #[derive(Clone, Copy, Debug)]
@@ -73,6 +74,8 @@ pub struct Ring {
     ops: std::collections::HashMap<u64, Op>,
     faults: Option<Box<dyn FaultPlan>>,
     unsubmitted: usize,
+    /// The kernel refused a timed wait (EXT_ARG, Linux < 5.11): waits block.
+    no_timed_wait: bool,
 }
 
 impl Ring {
@@ -89,6 +92,7 @@ impl Ring {
             ops: std::collections::HashMap::new(),
             faults: None,
             unsubmitted: 0,
+            no_timed_wait: false,
         })
     }
 
@@ -151,6 +155,40 @@ impl Ring {
                 // CQ overflow backlog: the caller must reap first; report success so it does.
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) => return Ok(()),
                 Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// As [`Ring::submit_and_wait`], but return after `timeout` even when
+    /// nothing completed (a worker then looks at its GPU copies and the work
+    /// queue). Blocks without a limit on kernels that cannot time the wait.
+    pub fn submit_and_wait_for(&mut self, want: usize, timeout: Duration) -> io::Result<()> {
+        let want = want.min(self.ops.len());
+        if self.no_timed_wait || want == 0 {
+            return self.submit_and_wait(want);
+        }
+        let ts = types::Timespec::from(timeout);
+        let args = types::SubmitArgs::new().timespec(&ts);
+        loop {
+            match self.uring.submitter().submit_with_args(want, &args) {
+                Ok(_) => {
+                    self.unsubmitted = 0;
+                    return Ok(());
+                }
+                Err(e) => match e.raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    // Timed out: the entries were submitted all the same.
+                    Some(libc::ETIME) => {
+                        self.unsubmitted = 0;
+                        return Ok(());
+                    }
+                    Some(libc::EBUSY) => return Ok(()),
+                    Some(libc::EINVAL) => {
+                        self.no_timed_wait = true;
+                        return self.submit_and_wait(want);
+                    }
+                    _ => return Err(e),
+                },
             }
         }
     }
@@ -338,6 +376,57 @@ mod tests {
     use super::*;
     use std::io::Write;
     use std::os::fd::AsRawFd;
+
+    #[test]
+    fn a_timed_wait_returns_without_a_completion_and_still_submits() {
+        let mut fds = [0; 2];
+        // SAFETY: pipe fills two descriptors, closed below.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let mut ring = Ring::new(8).unwrap();
+        let mut buf = [0u8; 8];
+        // SAFETY: `buf` outlives the op: it is reaped before the end of the test.
+        unsafe {
+            ring.push(
+                Op::Read {
+                    fd: fds[0],
+                    buf: buf.as_mut_ptr(),
+                    len: 8,
+                    offset: u64::MAX, // -1: the pipe's current position
+                    fixed: None,
+                    nowait: false,
+                },
+                3,
+            )
+            .unwrap();
+        }
+        // Nothing to read yet: the wait ends at its timeout, with the read submitted.
+        ring.submit_and_wait_for(1, Duration::from_millis(20))
+            .unwrap();
+        let mut out = Vec::new();
+        ring.reap(&mut out);
+        assert!(out.is_empty());
+        assert_eq!(ring.in_flight(), 1);
+        // SAFETY: writes 3 bytes from a live array to our pipe.
+        assert_eq!(unsafe { libc::write(fds[1], b"abc".as_ptr().cast(), 3) }, 3);
+        while out.is_empty() {
+            ring.submit_and_wait_for(1, Duration::from_secs(10))
+                .unwrap();
+            ring.reap(&mut out);
+        }
+        assert_eq!(
+            out,
+            vec![Cqe {
+                user_data: 3,
+                result: 3
+            }]
+        );
+        assert_eq!(&buf[..3], b"abc");
+        // SAFETY: our descriptors, no longer used.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+    }
 
     #[test]
     fn read_write_fsync_round_trip() {
