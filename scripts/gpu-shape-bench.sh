@@ -27,3 +27,10 @@ run batch-hot-1m-qd128-2 "${batch_hot[@]}"
 run host-sync-hot-1g "${common[@]}" --bs=1G --rw=read --ioengine=hipfile-sync --mem=host --invalidate=0 --time_based --runtime=3
 run copy-1m-qd16-2 "${copy[@]}" --bs=1M --iodepth=16
 run copy-4m-qd4-3 "${copy[@]}" --bs=4M --iodepth=4
+# After the timed kernel wait (workers notice copies and queued work within 100 µs).
+drop; run raw-rand4k-qd128   "${common[@]}" --bs=4k --iodepth=128 --rw=randread --ioengine=raw --direct=1 --mem=host --time_based --runtime=4
+drop; run batch-rand4k-qd128 "${common[@]}" --bs=4k --iodepth=128 --rw=randread --ioengine=hipfile-batch --direct=1 --mem=device --time_based --runtime=4
+drop; run raw-cold   "${common[@]}" --bs=1M --iodepth=32 --rw=read --ioengine=raw --direct=1 --mem=host --invalidate=1 --time_based --runtime=4
+drop; run batch-cold "${common[@]}" --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch --mem=device --invalidate=1 --time_based --runtime=4
+drop; run sync-cold  "${common[@]}" --bs=1G --rw=read --ioengine=hipfile-sync --mem=device --invalidate=1 --time_based --runtime=4
+drop; run raw-cold-2 "${common[@]}" --bs=1M --iodepth=32 --rw=read --ioengine=raw --direct=1 --mem=host --invalidate=1 --time_based --runtime=4
