@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (device tool), from the repository root, with the
 # binaries built here carried in .carry/ (scripts/gpu-prepare.sh).
-# Usage: scripts/gpu-run.sh [correctness] [faults] [bench|async|final|pass|stages|probe|queue|fair|shape] ; results go under $OUT.
+# Usage: scripts/gpu-run.sh [correctness] [faults] [bench|async|final|pass|stages|probe|queue|fair|shape|split] ; results go under $OUT.
 set -uo pipefail
 OUT="${OUT:-/tmp/out}"
 mkdir -p "$OUT"
@@ -45,7 +45,7 @@ if [[ "$what" == *faults* ]]; then
   done
 fi
 
-if [[ "$what" == *bench* || "$what" == *async* || "$what" == *final* || "$what" == *pass* || "$what" == *stages* || "$what" == *probe* || "$what" == *queue* || "$what" == *fair* || "$what" == *shape* ]] && [ -x "$C/hipfile-bench" ]; then
+if [[ "$what" == *bench* || "$what" == *async* || "$what" == *final* || "$what" == *pass* || "$what" == *stages* || "$what" == *probe* || "$what" == *queue* || "$what" == *fair* || "$what" == *shape* || "$what" == *split* ]] && [ -x "$C/hipfile-bench" ]; then
   B="$C/hipfile-bench"
   F="$WORK/bench-4g"
   drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
@@ -86,6 +86,7 @@ PY
   if [[ "$what" == *queue* ]]; then . scripts/gpu-queue-bench.sh; fi
   if [[ "$what" == *fair* ]]; then . scripts/gpu-fair-bench.sh; fi
   if [[ "$what" == *shape* ]]; then . scripts/gpu-shape-bench.sh; fi
+  if [[ "$what" == *split* ]]; then . scripts/gpu-split-bench.sh; fi
   tar -C "$WORK" -czf "$OUT/bench-json.tar.gz" json
 fi
 log "done"
