@@ -180,27 +180,13 @@ fn combine(chunks: &[(usize, Option<Result<usize>>)]) -> Result<usize> {
     Ok(total)
 }
 
-/// Requests needing more rounds of chunks than this over the workers are cut
-/// into whole chunks: their last, partial round costs little.
-const MAX_BALANCED_ROUNDS: usize = 8;
-
-/// The piece size for a request of `size` bytes: about `size / workers`, in
-/// 64 KiB multiples, at most `chunk_bytes`, and cut so that the pieces come in
-/// whole rounds over the workers, so none of them idles while the last
-/// round finishes.
-/// Examples over 12 workers with 4 MiB chunks: 1 MiB → 128 KiB pieces, 8 of
-/// them in parallel instead of one 1 MiB chunk on one worker; 64 MiB → 24
-/// pieces of 2.69 MiB (two rounds) instead of 16 chunks of 4 MiB (12, then 4);
-/// 1 GiB (22 rounds) → whole 4 MiB chunks.
+/// The piece size for a request of `size` bytes: large requests use whole
+/// chunks; smaller ones are spread over all workers in 64 KiB multiples.
+/// Example: 1 MiB over 12 workers → ceil(87382 / 64 KiB) = 2 → 128 KiB pieces,
+/// 8 of them in parallel instead of one 1 MiB chunk on one worker.
 pub(crate) fn split_bytes(size: usize, workers: usize, chunk_bytes: usize) -> usize {
     let min = crate::config::MIN_SPLIT_BYTES.min(chunk_bytes);
-    let workers = workers.max(1);
-    let rounds = size.div_ceil(chunk_bytes).div_ceil(workers).max(1);
-    if rounds > MAX_BALANCED_ROUNDS {
-        // The last round is a small part of the request: keep whole chunks.
-        return chunk_bytes;
-    }
-    size.div_ceil(workers * rounds)
+    size.div_ceil(workers.max(1))
         .next_multiple_of(min)
         .clamp(min, chunk_bytes)
 }
@@ -603,12 +589,6 @@ mod tests {
         assert_eq!(split_bytes(1 << 30, 12, 4 * mib), 4 * mib);
         assert_eq!(split_bytes(mib, 1, 4 * mib), mib);
         assert_eq!(split_bytes(mib, 2, 16 << 10), 16 << 10);
-        // Whole rounds: 64 MiB over 12 workers is 24 pieces, not 12 + 4 chunks.
-        let piece = split_bytes(64 * mib, 12, 4 * mib);
-        assert_eq!(piece, 2752 << 10);
-        assert_eq!((64 * mib).div_ceil(piece), 24);
-        // An exact multiple of the workers keeps whole chunks.
-        assert_eq!(split_bytes(48 * mib, 12, 4 * mib), 4 * mib);
     }
 
     #[test]
