@@ -8,9 +8,11 @@
 //!   owns one io_uring, a slab of bounce buffers (registered with that ring and
 //!   pinned with the GPU runtime) and, lazily, one GPU stream per device. Only
 //!   the worker touches its ring (`ring.rs`).
-//! - A request is split into chunks aligned to the file's DIO alignment and
-//!   spread over the workers; every worker pipelines its chunks, so the storage
-//!   read of one chunk overlaps the GPU copy of the one before.
+//! - A request is split into chunks aligned to the file's DIO alignment, which
+//!   go in order into one queue (`queue.rs`); a worker takes the front chunk
+//!   when it can start it and holds no more than its fair share. Every worker
+//!   pipelines its chunks, so the storage read of one chunk overlaps the GPU
+//!   copy of the one before.
 //! - A bounce slot belongs to the kernel from the SQE push to its CQE, then to
 //!   the GPU until the copy's event has completed; only then is it reused.
 //! - [`File`] and buffer descriptions are reference counted; I/O holds a
