@@ -375,11 +375,11 @@ impl Worker {
     /// Whether to take `c` from the queue now: this worker can start it at
     /// once (a free slot it fits, or room in the host budget), nothing it
     /// holds is still waiting for a slot, and it holds fewer than its `fair`
-    /// share of the engine's chunks ([`WorkQueue::fair_share`]). Otherwise another worker may be able to
-    /// start it sooner, or has less to do: without the share, the first worker
-    /// to wake took up to 32 small reads of a batch while others slept, and
-    /// one worker polled all their copies (run 9: 4 KiB random reads at QD128
-    /// fell from 0.95 to 0.77 of raw).
+    /// share of the engine's chunks ([`WorkQueue::fair_share`]). Otherwise
+    /// another worker may be able to start it sooner, or has less to do:
+    /// without the share, the first worker to wake took up to 32 small reads
+    /// of a batch while others slept, and one worker polled all their copies
+    /// (run 9: 4 KiB random reads at QD128 fell from 0.95 to 0.77 of raw).
     fn can_start(&self, c: &Chunk, fair: usize) -> bool {
         let held = self.table.len() - self.free_ids.len();
         if self.free_ids.is_empty() || !self.need_slot.is_empty() || held >= fair {
