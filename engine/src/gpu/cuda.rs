@@ -765,17 +765,14 @@ mod tests {
         }
     }
 
-    /// Runs only where a CUDA device exists; elsewhere it says it skipped.
+    /// Needs a CUDA device, so it is ignored by default (CI reports it as
+    /// ignored, not passed); scripts/gpu-run.sh runs it with
+    /// `--include-ignored` on the GPU machine, where a missing device fails it.
     #[test]
+    #[ignore = "needs a CUDA device (scripts/gpu-run.sh runs it with --include-ignored)"]
     fn round_trip_on_a_real_device() {
         use std::sync::atomic::AtomicU32;
-        let gpu = match CudaGpu::load() {
-            Ok(g) => g,
-            Err(e) => {
-                eprintln!("SKIPPED round_trip_on_a_real_device: {e}");
-                return;
-            }
-        };
+        let gpu = CudaGpu::load().unwrap_or_else(|e| panic!("no usable CUDA device: {e}"));
         let len = 1 << 20;
         let dev = gpu.device_alloc(0, len).unwrap();
         let info = gpu.pointer_info(dev + 100).unwrap();
