@@ -144,51 +144,48 @@ impl Ring {
     /// Submit queued entries and wait until at least `want` completions are
     /// ready (or held by a fault plan).
     pub fn submit_and_wait(&mut self, want: usize) -> io::Result<()> {
-        let want = want.min(self.ops.len());
-        loop {
-            match self.uring.submit_and_wait(want) {
-                Ok(_) => {
-                    self.unsubmitted = 0;
-                    return Ok(());
-                }
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                // CQ overflow backlog: the caller must reap first; report success so it does.
-                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => return Ok(()),
-                Err(e) => return Err(e),
-            }
-        }
+        self.enter(want, None)
     }
 
     /// As [`Ring::submit_and_wait`], but return after `timeout` even when
     /// nothing completed (a worker then looks at its GPU copies and the work
     /// queue). Blocks without a limit on kernels that cannot time the wait.
     pub fn submit_and_wait_for(&mut self, want: usize, timeout: Duration) -> io::Result<()> {
+        let timeout = (!self.no_timed_wait).then_some(timeout);
+        self.enter(want, timeout)
+    }
+
+    fn enter(&mut self, want: usize, timeout: Option<Duration>) -> io::Result<()> {
         let want = want.min(self.ops.len());
-        if self.no_timed_wait || want == 0 {
-            return self.submit_and_wait(want);
-        }
-        let ts = types::Timespec::from(timeout);
-        let args = types::SubmitArgs::new().timespec(&ts);
+        // Nothing to wait for: a timeout would only add a syscall argument.
+        let ts = timeout.filter(|_| want > 0).map(types::Timespec::from);
         loop {
-            match self.uring.submitter().submit_with_args(want, &args) {
-                Ok(_) => {
+            let r = match &ts {
+                Some(ts) => {
+                    let args = types::SubmitArgs::new().timespec(ts);
+                    self.uring.submitter().submit_with_args(want, &args)
+                }
+                None => self.uring.submit_and_wait(want),
+            };
+            let Err(e) = r else {
+                self.unsubmitted = 0;
+                return Ok(());
+            };
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                // Timed out: the entries were submitted all the same.
+                Some(libc::ETIME) if ts.is_some() => {
                     self.unsubmitted = 0;
                     return Ok(());
                 }
-                Err(e) => match e.raw_os_error() {
-                    Some(libc::EINTR) => continue,
-                    // Timed out: the entries were submitted all the same.
-                    Some(libc::ETIME) => {
-                        self.unsubmitted = 0;
-                        return Ok(());
-                    }
-                    Some(libc::EBUSY) => return Ok(()),
-                    Some(libc::EINVAL) => {
-                        self.no_timed_wait = true;
-                        return self.submit_and_wait(want);
-                    }
-                    _ => return Err(e),
-                },
+                // CQ overflow backlog: the caller must reap first; report success so it does.
+                Some(libc::EBUSY) => return Ok(()),
+                // No EXT_ARG (Linux < 5.11): wait without a limit from now on.
+                Some(libc::EINVAL) if ts.is_some() => {
+                    self.no_timed_wait = true;
+                    return self.enter(want, None);
+                }
+                _ => return Err(e),
             }
         }
     }

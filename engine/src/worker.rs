@@ -209,10 +209,10 @@ struct Worker {
     cqes: Vec<Cqe>,
     /// `grant_slots` stopped at `cached_reads_per_pass`: the run loop grants again.
     withheld: bool,
-    /// Bytes of the host-memory chunks this worker holds, and the most it
-    /// takes from the queue at once (a device chunk is bounded by the slots).
+    /// Bytes of the host-memory chunks this worker holds (it takes more from
+    /// the queue only up to `slots_per_worker` chunks' worth; a device chunk
+    /// is bounded by the slots themselves).
     host_bytes: usize,
-    host_budget: usize,
     queue: Arc<WorkQueue<Chunk>>,
 }
 
@@ -340,7 +340,6 @@ impl Worker {
             cqes: Vec::new(),
             withheld: false,
             host_bytes: 0,
-            host_budget: cfg.slots_per_worker * cfg.chunk_bytes,
             queue,
         })
     }
@@ -367,7 +366,7 @@ impl Worker {
                 // The last pass stopped at its page-cache read limit.
                 self.grant_slots();
             }
-            self.progress(&queue);
+            self.progress();
         }
         self.teardown();
     }
@@ -388,7 +387,8 @@ impl Worker {
         if c.mem.is_device() {
             self.fitting_class(c.len).is_some()
         } else {
-            self.host_bytes == 0 || self.host_bytes + c.len <= self.host_budget
+            let budget = self.cfg.slots_per_worker * self.cfg.chunk_bytes;
+            self.host_bytes == 0 || self.host_bytes + c.len <= budget
         }
     }
 
@@ -405,7 +405,7 @@ impl Worker {
     }
 
     /// Wait for something to finish and act on it.
-    fn progress(&mut self, queue: &WorkQueue<Chunk>) {
+    fn progress(&mut self) {
         if self.ring.in_flight() > 0 {
             // A GPU copy to notice, or room for work from the queue: wait for
             // the kernel only a little at a time. Cold 1 MiB batch entries held
@@ -436,7 +436,7 @@ impl Worker {
                     // Until the copy is done (or fails: poll_copies reports it),
                     // or work arrives that a free slot could start.
                     while self.gpu.event_query(ev) == Ok(false)
-                        && !(queue.pending() && self.has_room())
+                        && !(self.queue.pending() && self.has_room())
                     {
                         std::hint::spin_loop();
                     }
