@@ -7,8 +7,8 @@ cargo build --release -p hipfile-engine --examples
 mkdir -p .carry
 cp target/release/libhipfile.so .carry/
 [ -x target/release/hipfile-bench ] && cp target/release/hipfile-bench .carry/
-# Experiments (engine/examples): DMA from the page cache, and the hot-path probe.
-cp target/release/examples/pagecache_dma target/release/examples/hot_probe .carry/
+# Experiments (engine/examples): DMA from the page cache, the hot-path probe, the copy-shape probe.
+cp target/release/examples/pagecache_dma target/release/examples/hot_probe target/release/examples/copy_shape .carry/
 # Test binaries: the engine's unit tests (incl. the real-CUDA test), its I/O tests, and the
 # fault-injection tests that scripts/gpu-run.sh faults runs against the real GPU.
 msgs=$(cargo test --release -p hipfile-engine -p hipfile-ffi --no-run --message-format=json 2>/dev/null)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (device tool), from the repository root, with the
 # binaries built here carried in .carry/ (scripts/gpu-prepare.sh).
-# Usage: scripts/gpu-run.sh [correctness] [faults] [bench|async|final|pass|stages|probe|queue|fair|shape|split] ; results go under $OUT.
+# Usage: scripts/gpu-run.sh [correctness] [faults] [LIST...] ; results go under $OUT.
+# A LIST names a measurement list scripts/gpu-LIST-bench.sh (bench, async, final, probe, gather, ...).
 set -uo pipefail
 OUT="${OUT:-/tmp/out}"
 mkdir -p "$OUT"
@@ -46,7 +47,10 @@ if [[ "$what" == *faults* ]]; then
   done
 fi
 
-if [[ "$what" == *bench* || "$what" == *async* || "$what" == *final* || "$what" == *pass* || "$what" == *stages* || "$what" == *probe* || "$what" == *queue* || "$what" == *fair* || "$what" == *shape* || "$what" == *split* ]] && [ -x "$C/hipfile-bench" ]; then
+list_file() { if [ "$1" = bench ]; then echo scripts/gpu-bench.sh; else echo "scripts/gpu-$1-bench.sh"; fi; }
+lists=()
+for w in $what; do [ -f "$(list_file "$w")" ] && lists+=("$w"); done
+if [ "${#lists[@]}" -gt 0 ] && [ -x "$C/hipfile-bench" ]; then
   B="$C/hipfile-bench"
   F="$WORK/bench-4g"
   drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
@@ -78,16 +82,7 @@ PY
     echo "|---|---|---|---|---|---|---|" >> "$OUT/summary.md"
   }
   # The measurement lists live in scripts/gpu-*bench.sh (they use B, F, WORK, common, hot_file, run, drop).
-  if [[ "$what" == *bench* ]]; then . scripts/gpu-bench.sh; fi
-  if [[ "$what" == *async* ]]; then . scripts/gpu-async-bench.sh; fi
-  if [[ "$what" == *final* ]]; then . scripts/gpu-final-bench.sh; fi
-  if [[ "$what" == *pass* ]]; then . scripts/gpu-pass-bench.sh; fi
-  if [[ "$what" == *stages* ]]; then . scripts/gpu-stages-bench.sh; fi
-  if [[ "$what" == *probe* ]]; then . scripts/gpu-probe-bench.sh; fi
-  if [[ "$what" == *queue* ]]; then . scripts/gpu-queue-bench.sh; fi
-  if [[ "$what" == *fair* ]]; then . scripts/gpu-fair-bench.sh; fi
-  if [[ "$what" == *shape* ]]; then . scripts/gpu-shape-bench.sh; fi
-  if [[ "$what" == *split* ]]; then . scripts/gpu-split-bench.sh; fi
+  for w in "${lists[@]}"; do . "$(list_file "$w")"; done
   tar -C "$WORK" -czf "$OUT/bench-json.tar.gz" json
 fi
 log "done"
