@@ -20,6 +20,9 @@ pub struct Stats {
     pub cache_misses: AtomicU64,
     /// Host-to-device and device-to-host copies issued.
     pub gpu_copies: AtomicU64,
+    /// Completion events recorded after copies: one covers every copy a
+    /// worker queued on a stream since its previous event.
+    pub gpu_events: AtomicU64,
     /// Chunks that needed a bounce slot.
     pub bounced_chunks: AtomicU64,
     /// Ops resubmitted after EINTR/EAGAIN/short transfers.
@@ -59,6 +62,7 @@ pub struct StatsSnapshot {
     pub buffered_write_bytes: u64,
     pub cache_misses: u64,
     pub gpu_copies: u64,
+    pub gpu_events: u64,
     pub bounced_chunks: u64,
     pub retries: u64,
     pub inline_bytes: u64,
@@ -116,6 +120,7 @@ impl Stats {
             buffered_write_bytes: g(&self.buffered_write_bytes),
             cache_misses: g(&self.cache_misses),
             gpu_copies: g(&self.gpu_copies),
+            gpu_events: g(&self.gpu_events),
             bounced_chunks: g(&self.bounced_chunks),
             retries: g(&self.retries),
             inline_bytes: g(&self.inline_bytes),

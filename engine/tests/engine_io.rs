@@ -554,3 +554,73 @@ fn chunks_go_to_a_worker_that_can_start_them() {
     unsafe { gpu.device_free(dev).unwrap() };
     std::fs::remove_file(&path).unwrap();
 }
+
+#[test]
+fn one_event_ends_every_copy_queued_before_it() {
+    // Reads that complete together have their copies covered by one
+    // completion event per device. Every request must still see all of its
+    // bytes on the device when it is reported done, on either device.
+    let piece = 96 << 10;
+    let n = 48;
+    let data = pattern(n * piece, 21);
+    let (path, f) = temp_file("events", &data);
+    let gpu = Arc::new(TestGpu::new(2));
+    // Slow copies: a request reported before its copy ran sees fresh bytes.
+    gpu.set_copy_delay(Duration::from_micros(200));
+    let cfg = Config {
+        read_mode: ReadMode::Buffered,
+        ..small_config()
+    };
+    let e = Engine::with_gpu(cfg, gpu.clone()).unwrap();
+    let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
+    let devs = [
+        gpu.device_alloc(0, 2 * n * piece).unwrap(),
+        gpu.device_alloc(1, 2 * n * piece).unwrap(),
+    ];
+    let (tx, rx) = std::sync::mpsc::channel();
+    for i in 0..n {
+        let device = i % 2;
+        // Pieces land in reverse order with gaps, none next to another.
+        let ptr = devs[device] + (2 * (n - 1 - i) * piece) as u64;
+        let (tx, g) = (tx.clone(), gpu.clone());
+        let want = data[i * piece..(i + 1) * piece].to_vec();
+        e.submit(
+            IoRequest {
+                file: file.clone(),
+                dir: Direction::Read,
+                mem: Memory::Device {
+                    ptr,
+                    device: device as i32,
+                },
+                size: piece,
+                file_offset: (i * piece) as u64,
+                cancel: None,
+                durable: false,
+            },
+            Completion::Callback(Box::new(move |r| {
+                let intact = g.read_device(ptr, piece) == want;
+                let _ = tx.send((i, r.ok(), intact));
+            })),
+        );
+    }
+    for _ in 0..n {
+        let (i, r, intact) = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        assert_eq!(r, Some(piece), "request {i}");
+        assert!(
+            intact,
+            "request {i} was reported before its bytes reached the device"
+        );
+    }
+    let st = e.stats();
+    assert!(st.gpu_copies >= n as u64, "{st:?}");
+    assert!(
+        st.gpu_events > 0 && st.gpu_events < st.gpu_copies,
+        "no copies shared an event: {st:?}"
+    );
+    drop(e);
+    for d in devs {
+        // SAFETY: no I/O uses the allocations any more.
+        unsafe { gpu.device_free(d).unwrap() };
+    }
+    std::fs::remove_file(&path).unwrap();
+}
