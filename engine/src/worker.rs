@@ -36,19 +36,6 @@ use std::time::Instant;
 /// room for more work (a 1 MiB copy takes about 20 µs on the H200's link).
 const WAIT_SLICE: std::time::Duration = std::time::Duration::from_micros(100);
 
-/// With only small copies in flight the wait is shorter: about the time they
-/// need at a worker's share of a busy link, plus the fixed cost of a copy.
-/// A 4 KiB copy is done in ~10 µs, and every µs it waits to be noticed
-/// holds its random read's slot in a queue-depth-bound batch.
-const COPY_WAIT_FLOOR_NS: u64 = 10_000;
-const COPY_WAIT_BYTES_PER_NS: u64 = 4;
-
-/// How long to wait for the kernel while copies of `copy_bytes` are in flight.
-fn wait_slice(copy_bytes: usize) -> std::time::Duration {
-    let ns = COPY_WAIT_FLOOR_NS + copy_bytes as u64 / COPY_WAIT_BYTES_PER_NS;
-    std::time::Duration::from_nanos(ns).min(WAIT_SLICE)
-}
-
 /// Retries for EINTR/EAGAIN/no-progress on one chunk before it fails.
 const MAX_RETRIES: u32 = 64;
 
@@ -432,15 +419,7 @@ impl Worker {
             // the kernel only a little at a time. Cold 1 MiB batch entries held
             // their slots 13 ms on average after their copy had finished, while
             // the worker slept on O_DIRECT reads (run 10).
-            let r = if !self.copying.is_empty() {
-                let bytes = self
-                    .copying
-                    .iter()
-                    .filter_map(|&id| self.table[id].as_ref())
-                    .map(|a| a.chunk.len)
-                    .sum();
-                self.ring.submit_and_wait_for(1, wait_slice(bytes))
-            } else if self.has_room() {
+            let r = if !self.copying.is_empty() || self.has_room() {
                 self.ring.submit_and_wait_for(1, WAIT_SLICE)
             } else {
                 self.ring.submit_and_wait(1)
