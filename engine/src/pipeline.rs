@@ -184,6 +184,12 @@ fn combine(chunks: &[(usize, Option<Result<usize>>)]) -> Result<usize> {
 /// chunks; smaller ones are spread over all workers in 64 KiB multiples.
 /// Example: 1 MiB over 12 workers → ceil(87382 / 64 KiB) = 2 → 128 KiB pieces,
 /// 8 of them in parallel instead of one 1 MiB chunk on one worker.
+/// The number of workers that take storage-bound reads, when it is fewer
+/// than all of them.
+pub(crate) fn cold_limit(cfg: &Config) -> Option<usize> {
+    (cfg.cold_io_threads > 0 && cfg.cold_io_threads < cfg.io_threads).then_some(cfg.cold_io_threads)
+}
+
 pub(crate) fn split_bytes(size: usize, workers: usize, chunk_bytes: usize) -> usize {
     let min = crate::config::MIN_SPLIT_BYTES.min(chunk_bytes);
     size.div_ceil(workers.max(1))
@@ -201,6 +207,9 @@ pub(crate) struct Chunk {
     pub file_offset: u64,
     pub len: usize,
     pub durable: bool,
+    /// A read bound for storage (O_DIRECT), for the workers of
+    /// `Config::cold_io_threads` only; set only while that limit is on.
+    pub cold: bool,
     /// When the request was cut into chunks (stage timings).
     pub queued_at: std::time::Instant,
 }
@@ -263,7 +272,10 @@ impl Engine {
     ) -> Result<Engine> {
         let stats = Arc::new(Stats::default());
         let pool = Arc::new(worker::StreamPool::default());
-        let queue = Arc::new(WorkQueue::new(cfg.io_threads));
+        let queue = Arc::new(WorkQueue::with_restriction(
+            cfg.io_threads,
+            cold_limit(&cfg).is_some(),
+        ));
         let mut workers = Vec::with_capacity(cfg.io_threads);
         for id in 0..cfg.io_threads {
             match worker::spawn(
@@ -391,6 +403,7 @@ impl Engine {
             cancel: req.cancel.clone(),
         });
         let queued_at = std::time::Instant::now();
+        let cold = self.cold_reads(&req, start, end);
         let mut chunks = Vec::with_capacity(bounds.len());
         for (idx, (off, len)) in bounds.into_iter().enumerate() {
             chunks.push(Chunk {
@@ -402,6 +415,7 @@ impl Engine {
                 file_offset: off,
                 len,
                 durable: req.durable,
+                cold: cold.as_ref().is_some_and(|is_cold| is_cold(off, len)),
                 queued_at,
             });
         }
@@ -410,6 +424,36 @@ impl Engine {
                 c.req.chunk_done(c.idx, Err(OpError::DriverClosing.into()));
             }
         }
+    }
+
+    /// While `cold_io_threads` limits storage reads to some workers: which
+    /// chunks of a read of `start..end` will go to storage. A descriptor
+    /// opened with O_DIRECT or `HIPFILE_READ_MODE=direct` sends every chunk
+    /// there; otherwise a chunk is cold when `cachestat` says the page cache
+    /// lacks part of it (one call for the whole request first, so a hot read
+    /// costs one call). Without an answer (kernel < 6.5) chunks count as hot.
+    fn cold_reads(
+        &self,
+        req: &IoRequest,
+        start: u64,
+        end: u64,
+    ) -> Option<impl Fn(u64, usize) -> bool> {
+        cold_limit(&self.inner.cfg)?;
+        let cfg = &self.inner.cfg;
+        if req.dir != Direction::Read
+            || req.file.direct().is_none()
+            || cfg.read_mode == ReadMode::Buffered
+        {
+            return None;
+        }
+        let all = req.file.client_direct || cfg.read_mode == ReadMode::Direct;
+        let fd = req.file.buffered_fd;
+        if !all && crate::file::fully_cached(fd, start, end - start) != Some(false) {
+            return None;
+        }
+        Some(move |off: u64, len: usize| {
+            all || crate::file::fully_cached(fd, off, len as u64) == Some(false)
+        })
     }
 
     fn check_access(&self, req: &IoRequest) -> Result<()> {

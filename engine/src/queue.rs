@@ -31,11 +31,21 @@ pub(crate) struct WorkQueue<T> {
     /// Chunks taken and not finished, over all workers ([`WorkQueue::started`]).
     held: AtomicUsize,
     workers: usize,
+    /// Some items may be taken by only some workers: every push wakes every
+    /// sleeper, so a worker that may take the new front is among them.
+    restricted: bool,
 }
 
 impl<T> WorkQueue<T> {
     /// A queue for `workers` workers (the divisor of [`WorkQueue::fair_share`]).
+    #[cfg(test)]
     pub(crate) fn new(workers: usize) -> Self {
+        Self::with_restriction(workers, false)
+    }
+
+    /// As [`WorkQueue::new`]; `restricted`: not every worker may take every
+    /// item (see [`WorkQueue::pop_wait_if`]).
+    pub(crate) fn with_restriction(workers: usize, restricted: bool) -> Self {
         WorkQueue {
             state: Mutex::new(State {
                 chunks: VecDeque::new(),
@@ -46,6 +56,7 @@ impl<T> WorkQueue<T> {
             len: AtomicUsize::new(0),
             held: AtomicUsize::new(0),
             workers: workers.max(1),
+            restricted,
         }
     }
 
@@ -64,7 +75,11 @@ impl<T> WorkQueue<T> {
         let n = chunks.len();
         s.chunks.extend(chunks);
         self.len.store(s.chunks.len(), Ordering::Release);
-        let wake = s.waiting.min(n);
+        let wake = if self.restricted {
+            s.waiting
+        } else {
+            s.waiting.min(n)
+        };
         drop(s);
         if wake == 1 {
             self.wake.notify_one();
@@ -85,7 +100,16 @@ impl<T> WorkQueue<T> {
         }
         let c = s.chunks.pop_front();
         self.len.store(s.chunks.len(), Ordering::Release);
+        self.front_changed(&s);
         c
+    }
+
+    /// With restricted items, a sleeper that could not take the old front may
+    /// take the new one (or, once closed, find nothing left for it and exit).
+    fn front_changed(&self, s: &State<T>) {
+        if self.restricted && s.waiting > 0 {
+            self.wake.notify_all();
+        }
     }
 
     /// A worker took a chunk into its table.
@@ -104,8 +128,19 @@ impl<T> WorkQueue<T> {
     /// slack of one more, the first worker to wake took both halves of a
     /// 1 MiB read meant for two (the 2-core machine: 3.3 GB/s instead of 10).
     pub(crate) fn fair_share(&self) -> usize {
+        self.fair_share_among(self.workers)
+    }
+
+    /// The same split over `n` of the workers (those that may take an item).
+    pub(crate) fn fair_share_among(&self, n: usize) -> usize {
         let all = self.held.load(Ordering::Acquire) + self.len.load(Ordering::Acquire);
-        all.div_ceil(self.workers).max(1)
+        all.div_ceil(n.max(1)).max(1)
+    }
+
+    /// Workers asleep in the queue now.
+    #[cfg(test)]
+    fn sleepers(&self) -> usize {
+        self.lock().waiting
     }
 
     /// Whether anything is queued (no lock taken).
@@ -114,14 +149,23 @@ impl<T> WorkQueue<T> {
     }
 
     /// Wait for a chunk. `None` once the queue is closed and empty.
+    #[cfg(test)]
     pub(crate) fn pop_wait(&self) -> Option<T> {
+        self.pop_wait_if(|_| true)
+    }
+
+    /// Wait for a front chunk that `may_take` accepts. `None` once the queue
+    /// is closed and holds nothing this worker may take (the others drain it).
+    pub(crate) fn pop_wait_if(&self, may_take: impl Fn(&T) -> bool) -> Option<T> {
         let mut s = self.lock();
         loop {
-            if let Some(c) = s.chunks.pop_front() {
+            if s.chunks.front().is_some_and(&may_take) {
+                let c = s.chunks.pop_front();
                 self.len.store(s.chunks.len(), Ordering::Release);
-                return Some(c);
+                self.front_changed(&s);
+                return c;
             }
-            if s.closed {
+            if s.closed && !s.chunks.iter().any(&may_take) {
                 return None;
             }
             s.waiting += 1;
@@ -169,6 +213,38 @@ mod tests {
             q.finished();
         }
         assert_eq!(q.fair_share(), 1); // ceil(4 / 4)
+    }
+
+    #[test]
+    fn a_worker_that_may_take_only_some_items_sees_each_new_front() {
+        let q = Arc::new(WorkQueue::with_restriction(2, true));
+        let even_only = {
+            let q = q.clone();
+            std::thread::spawn(move || {
+                let mut got = Vec::new();
+                while let Some(x) = q.pop_wait_if(|x: &i32| x % 2 == 0) {
+                    got.push(x);
+                }
+                got
+            })
+        };
+        // The front (1) is not for the sleeper: another worker takes it, and
+        // the sleeper must wake for the 2 behind it without a new push.
+        q.push(vec![1, 2]).unwrap();
+        while q.sleepers() == 0 {
+            std::thread::yield_now();
+        }
+        assert_eq!(q.try_pop(|&x| x == 1), Some(1));
+        let t0 = std::time::Instant::now();
+        while q.pending() && t0.elapsed() < std::time::Duration::from_secs(10) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(!q.pending(), "the sleeper never took the new front");
+        // Closed with only an item it may not take: it exits and leaves it.
+        q.push(vec![3]).unwrap();
+        q.close();
+        assert_eq!(even_only.join().unwrap(), vec![2]);
+        assert_eq!(q.try_pop(|_| true), Some(3));
     }
 
     #[test]

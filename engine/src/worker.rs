@@ -360,7 +360,7 @@ impl Worker {
         loop {
             if self.idle() {
                 // Nothing in hand: sleep until there is work (any chunk fits).
-                match queue.pop_wait() {
+                match queue.pop_wait_if(|c| self.may_take(c)) {
                     Some(c) => self.admit(c),
                     None => break,
                 }
@@ -387,6 +387,13 @@ impl Worker {
     /// of a batch while others slept, and one worker polled all their copies
     /// (run 9: 4 KiB random reads at QD128 fell from 0.95 to 0.77 of raw).
     fn can_start(&self, c: &Chunk, fair: usize) -> bool {
+        if !self.may_take(c) {
+            return false;
+        }
+        let fair = match crate::pipeline::cold_limit(&self.cfg) {
+            Some(n) if c.cold => self.queue.fair_share_among(n),
+            _ => fair,
+        };
         let held = self.table.len() - self.free_ids.len();
         if self.free_ids.is_empty() || !self.need_slot.is_empty() || held >= fair {
             return false;
@@ -397,6 +404,12 @@ impl Worker {
             let budget = self.cfg.slots_per_worker * self.cfg.chunk_bytes;
             self.host_bytes == 0 || self.host_bytes + c.len <= budget
         }
+    }
+
+    /// Storage-bound reads go only to the first `cold_io_threads` workers
+    /// (when that is fewer than all of them).
+    fn may_take(&self, c: &Chunk) -> bool {
+        !c.cold || crate::pipeline::cold_limit(&self.cfg).is_none_or(|n| self.id < n)
     }
 
     /// A table entry and some slot free: a chunk from the queue could start.

@@ -624,3 +624,91 @@ fn one_event_ends_every_copy_queued_before_it() {
     }
     std::fs::remove_file(&path).unwrap();
 }
+
+/// Counts the reads each worker's ring completes.
+struct CountReads {
+    reads: Arc<AtomicUsize>,
+}
+
+impl FaultPlan for CountReads {
+    fn on_complete(&mut self, op: &Op, cqe: Cqe, out: &mut Vec<Cqe>) {
+        if matches!(op, Op::Read { .. }) {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+        }
+        out.push(cqe);
+    }
+    fn flush(&mut self, _out: &mut Vec<Cqe>) {}
+    fn holding(&self) -> usize {
+        0
+    }
+}
+
+use std::sync::atomic::AtomicUsize;
+
+/// Reads per worker for 48 concurrent 64 KiB reads through an O_DIRECT
+/// descriptor (every chunk goes to storage), with `cold_io_threads` set.
+fn reads_per_worker(cold_io_threads: usize) -> Vec<usize> {
+    let piece = 64 << 10;
+    let n = 48;
+    let data = pattern(n * piece, 33);
+    let (path, _f) = temp_file(&format!("cold{cold_io_threads}"), &data);
+    let counts: Vec<Arc<AtomicUsize>> = (0..3).map(|_| Arc::new(AtomicUsize::new(0))).collect();
+    let c = counts.clone();
+    let factory: FaultFactory = Arc::new(move |id| {
+        Some(Box::new(CountReads {
+            reads: c[id].clone(),
+        }) as Box<dyn FaultPlan>)
+    });
+    let cfg = Config {
+        io_threads: 3,
+        cold_io_threads,
+        ..Config::default()
+    };
+    let e =
+        Engine::with_faults(cfg, Arc::new(NoGpu { why: "test".into() }), Some(factory)).unwrap();
+    let fd = open(&path, true);
+    let file = Arc::new(File::probe(fd.as_raw_fd()).unwrap());
+    let mut buf = vec![0u8; n * piece + 4096];
+    let base = (buf.as_mut_ptr() as usize).next_multiple_of(4096);
+    let (tx, rx) = std::sync::mpsc::channel();
+    for i in 0..n {
+        let tx = tx.clone();
+        e.submit(
+            IoRequest {
+                file: file.clone(),
+                dir: Direction::Read,
+                mem: Memory::Host(base + i * piece),
+                size: piece,
+                file_offset: (i * piece) as u64,
+                cancel: None,
+                durable: false,
+            },
+            Completion::Callback(Box::new(move |r| {
+                let _ = tx.send(r.ok());
+            })),
+        );
+    }
+    for _ in 0..n {
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(30)).unwrap(),
+            Some(piece)
+        );
+    }
+    let off = base - buf.as_ptr() as usize;
+    assert!(buf[off..off + n * piece] == data[..], "data differs");
+    drop(e);
+    std::fs::remove_file(&path).unwrap();
+    counts.iter().map(|c| c.load(Ordering::SeqCst)).collect()
+}
+
+#[test]
+fn storage_reads_go_only_to_the_cold_workers() {
+    let limited = reads_per_worker(1);
+    assert!(
+        limited[0] >= 48 && limited[1] == 0 && limited[2] == 0,
+        "{limited:?}"
+    );
+    // The control: without the limit the same reads spread over the workers.
+    let spread = reads_per_worker(0);
+    assert!(spread.iter().filter(|&&r| r > 0).count() > 1, "{spread:?}");
+}

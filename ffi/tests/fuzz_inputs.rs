@@ -184,6 +184,7 @@ fn config_parser_with_random_values() {
         .collect();
     let names = [
         "HIPFILE_IO_THREADS",
+        "HIPFILE_COLD_IO_THREADS",
         "HIPFILE_CHUNK_KB",
         "HIPFILE_QUEUE_DEPTH",
         "HIPFILE_INLINE_KB",
@@ -208,6 +209,7 @@ fn config_parser_with_random_values() {
         let env: &[(&str, &str)] = &[(name, v.as_str())];
         let c = Config::from_env_with(env);
         assert!((1..=256).contains(&c.io_threads));
+        assert!(c.cold_io_threads <= c.io_threads);
         assert!(c.chunk_bytes >= 4096 && c.chunk_bytes % 4096 == 0 && c.chunk_bytes <= 256 << 20);
         assert!((1..=64).contains(&c.slots_per_worker));
         assert!(c.stats_level <= 3);
