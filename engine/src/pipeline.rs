@@ -474,9 +474,12 @@ impl Engine {
         let fsync_fd = (req.dir == Direction::Write && self.inner.cfg.write_sync)
             .then_some(req.file.buffered_fd);
         req.durable = fsync_fd.is_some();
-        let small = req.size <= self.inner.cfg.inline_max_bytes
-            && self.inner.cfg.read_mode == ReadMode::Auto;
-        let n = if small && matches!(req.mem, Memory::Host(_)) {
+        let auto = self.inner.cfg.read_mode == ReadMode::Auto;
+        let max = self.inner.cfg.inline_max_bytes;
+        let small = auto && req.size <= max.min(crate::config::INLINE_OTHER_MAX_BYTES);
+        let host = matches!(req.mem, Memory::Host(_));
+        let host_read = auto && host && req.dir == Direction::Read && req.size <= max;
+        let n = if host_read || (small && host) {
             self.check_access(&req)?;
             let _busy = crate::file::InflightGuard::new(&req.file);
             let n = inline_host_io(&req)?;
@@ -572,7 +575,15 @@ pub(crate) fn inline_host_io(req: &IoRequest) -> Result<usize> {
                     iov_base: ptr as *mut libc::c_void,
                     iov_len: len,
                 };
-                let want_direct = f.client_direct && aligned(off, ptr, len);
+                // Large and not all in the page cache: straight to O_DIRECT.
+                // A RWF_NOWAIT read that misses still starts readahead, which
+                // would read the range a second time. (A small read skips the
+                // question: it would cost more than the read.)
+                let want_direct = aligned(off, ptr, len)
+                    && (f.client_direct
+                        || len > crate::config::INLINE_OTHER_MAX_BYTES
+                            && crate::file::fully_cached(f.buffered_fd, off, len as u64)
+                                == Some(false));
                 let mut r = if want_direct {
                     -1
                 } else {

@@ -73,6 +73,9 @@ fn small_config() -> Config {
         io_threads: 2,
         chunk_bytes: 256 << 10,
         slots_per_worker: 3,
+        // Host reads above 64 KiB go through the workers, whose paths these
+        // tests are about (the default, 1 MiB, would take most inline).
+        inline_max_bytes: 64 << 10,
         ..Config::default()
     }
 }
@@ -107,8 +110,23 @@ fn host_reads_at_random_offsets_sizes_and_alignments() {
     let data = pattern(len, 7);
     let (path, _f) = temp_file("host-rand", &data);
     let mut rng = Rng(seed());
-    for mode in [ReadMode::Auto, ReadMode::Direct, ReadMode::Buffered] {
-        let e = engine(no_gpu(), mode);
+    // The last pass keeps the default inline limit: reads of up to 1 MiB on
+    // the caller's thread, cold ones (the O_DIRECT descriptor) by O_DIRECT.
+    for (mode, inline) in [
+        (ReadMode::Auto, false),
+        (ReadMode::Direct, false),
+        (ReadMode::Buffered, false),
+        (ReadMode::Auto, true),
+    ] {
+        let e = if inline {
+            let cfg = Config {
+                inline_max_bytes: Config::default().inline_max_bytes,
+                ..small_config()
+            };
+            Engine::with_gpu(cfg, no_gpu()).unwrap()
+        } else {
+            engine(no_gpu(), mode)
+        };
         for direct_fd in [false, true] {
             let f = open(&path, direct_fd);
             let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
@@ -152,6 +170,7 @@ fn host_reads_at_random_offsets_sizes_and_alignments() {
                 st.direct_read_bytes == 0 && st.buffered_read_bytes > 0,
                 "{st:?}"
             ),
+            ReadMode::Auto if inline => assert!(st.inline_bytes > 0, "{st:?}"),
             // The file was just written: its pages are cached, so the probe serves them.
             ReadMode::Auto => assert!(st.cache_hit_bytes > 0, "{st:?}"),
         }
@@ -711,4 +730,70 @@ fn storage_reads_go_only_to_the_cold_workers() {
     // The control: without the limit the same reads spread over the workers.
     let spread = reads_per_worker(0);
     assert!(spread.iter().filter(|&&r| r > 0).count() > 1, "{spread:?}");
+}
+
+/// Pages of `f`'s `[off, off + len)` in the page cache (mincore on a mapping).
+fn resident_pages(f: &std::fs::File, off: usize, len: usize) -> usize {
+    // SAFETY: a private read-only mapping of the file, unmapped below.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            off + len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    let pages = (off + len).div_ceil(4096);
+    let mut vec = vec![0u8; pages];
+    // SAFETY: `vec` holds one byte per page of the mapping.
+    let r = unsafe { libc::mincore(p, off + len, vec.as_mut_ptr()) };
+    assert_eq!(r, 0);
+    // SAFETY: the mapping made above.
+    unsafe { libc::munmap(p, off + len) };
+    vec[off / 4096..].iter().filter(|&&b| b & 1 != 0).count()
+}
+
+#[test]
+fn a_cold_inline_read_goes_around_the_page_cache() {
+    // A 1 MiB read runs on the caller's thread. Its range is not cached, so
+    // it must be read by O_DIRECT: a page-cache probe that misses starts
+    // readahead, which reads the range (and more) a second time.
+    let len = 4 << 20;
+    let data = pattern(len, 41);
+    let (path, f) = temp_file("cold-inline", &data);
+    // SAFETY: plain advice on our own descriptor (temp_file synced the data).
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(
+        resident_pages(&f, 0, len),
+        0,
+        "the test could not evict the file"
+    );
+    let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
+    if file.direct().is_none() {
+        eprintln!(
+            "SKIPPED: {} has no O_DIRECT; only the data is checked",
+            path.display()
+        );
+    }
+    let e = Engine::with_gpu(Config::default(), no_gpu()).unwrap();
+    let mut buf = vec![0u8; (1 << 20) + 4096];
+    let at = (buf.as_mut_ptr() as usize).next_multiple_of(4096);
+    let n = e.read(&file, Memory::Host(at), 1 << 20, 1 << 20).unwrap();
+    assert_eq!(n, 1 << 20);
+    let o = at - buf.as_ptr() as usize;
+    assert!(buf[o..o + n] == data[1 << 20..2 << 20]);
+    assert!(e.stats().inline_bytes >= 1 << 20, "{:?}", e.stats());
+    if file.direct().is_some()
+        && hipfile_engine::file::fully_cached(f.as_raw_fd(), 0, 4096).is_some()
+    {
+        assert_eq!(
+            resident_pages(&f, 1 << 20, 3 << 20),
+            0,
+            "the read went through the page cache"
+        );
+    }
+    std::fs::remove_file(&path).unwrap();
 }
