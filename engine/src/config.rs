@@ -28,11 +28,10 @@ pub struct Config {
     pub io_threads: usize,
     /// Workers that may take read chunks bound for storage (O_DIRECT: an
     /// O_DIRECT descriptor, `HIPFILE_READ_MODE=direct`, or a range the page
-    /// cache does not hold); page-cache chunks still go to every worker.
-    /// 0 (the default) lets every worker take them. On the H200's virtio
-    /// disk fewer rings read cold data faster (run 16: 1 MiB batch entries
-    /// 3.10 GB/s through 2 rings, 1.66 through 12), while hot reads need
-    /// every thread for the kernel's page-cache copy. `HIPFILE_COLD_IO_THREADS`.
+    /// cache does not hold); page-cache chunks still go to every worker,
+    /// whose threads the kernel's page-cache copy needs. 0 lets every worker
+    /// take them. Default [`DEFAULT_COLD_IO_THREADS`] (no limit with that
+    /// many workers or fewer). `HIPFILE_COLD_IO_THREADS`.
     pub cold_io_threads: usize,
     /// Bytes per chunk, the unit a request is split into. `HIPFILE_CHUNK_KB`.
     pub chunk_bytes: usize,
@@ -45,11 +44,9 @@ pub struct Config {
     /// (batch entries of 1 MiB keep twelve in flight per worker, not four).
     pub mid_slots_per_worker: usize,
     /// Synchronous host-memory reads up to this size run on the caller's
-    /// thread with preadv2/pread: no hand-off to a worker. A 4 KiB read then
-    /// costs what pread costs, and on the 2-core machine a 1 MiB read ran at
-    /// 7.5–7.9 GB/s inline against 6.6 through two workers (fio: 8.0–8.2),
-    /// whose two wake-ups per request cost about 100 µs there. Host writes and
-    /// device transfers go inline only up to [`INLINE_OTHER_MAX_BYTES`].
+    /// thread with preadv2/pread: no hand-off to a worker, so a 4 KiB read
+    /// costs what pread costs. Default: [`default_inline_bytes`]. Host writes
+    /// and device transfers go inline only up to [`INLINE_OTHER_MAX_BYTES`].
     /// 0 disables. `HIPFILE_INLINE_KB`.
     pub inline_max_bytes: usize,
     /// Page-cache reads a worker starts before handing their bytes to the GPU:
@@ -111,6 +108,28 @@ pub const MID_SLOT_DATA_BYTES: usize = 1 << 20;
 /// `inline_max_bytes` allows that much): a durable write gets O_DIRECT from
 /// the workers, and device transfers were measured inline at this size only.
 pub const INLINE_OTHER_MAX_BYTES: usize = 64 << 10;
+
+/// The inline limit for host reads with `io_threads` workers. With two
+/// workers or fewer a 1 MiB read runs faster on the caller's thread: on the
+/// 2-core machine 7.5–7.9 GB/s inline against 6.6 through two workers (two
+/// wake-ups per request cost about 100 µs there; fio: 8.0–8.2). With twelve
+/// on the H200 the workers' parallel copy wins by far (1 MiB host reads:
+/// 19.35 GB/s through them, 7.17 inline; run 17), so above two the limit
+/// stays at the 64 KiB measured since the first runs.
+pub fn default_inline_bytes(io_threads: usize) -> usize {
+    if io_threads <= 2 {
+        1 << 20
+    } else {
+        64 << 10
+    }
+}
+
+/// Workers that take storage-bound read chunks by default (the rest take
+/// only page-cache chunks). On the H200's virtio disk, 4 KiB random reads at
+/// QD128: 81711 IOPS with 4, 71502 with all 12 (raw 91111 and 89514), and
+/// with 4 or 8 worker threads in all 87875 and 90486 against 83177 for 12;
+/// sequential cold and hot reads did not move (runs 16, 17).
+pub const DEFAULT_COLD_IO_THREADS: usize = 4;
 /// Smallest piece a request is split into when it is spread over the workers.
 pub const MIN_SPLIT_BYTES: usize = 64 << 10;
 
@@ -121,12 +140,12 @@ impl Default for Config {
             .unwrap_or(4);
         Config {
             io_threads: cores.clamp(1, DEFAULT_MAX_THREADS),
-            cold_io_threads: 0,
+            cold_io_threads: DEFAULT_COLD_IO_THREADS,
             chunk_bytes: DEFAULT_CHUNK_BYTES,
             slots_per_worker: DEFAULT_SLOTS_PER_WORKER,
             small_slots_per_worker: 32,
             mid_slots_per_worker: 8,
-            inline_max_bytes: 1 << 20,
+            inline_max_bytes: default_inline_bytes(cores.clamp(1, DEFAULT_MAX_THREADS)),
             cached_reads_per_pass: 0,
             poll_copies: false,
             ring_entries: 128,
@@ -236,6 +255,8 @@ impl Config {
         if let Some(n) = env_unsigned(env, "HIPFILE_IO_THREADS") {
             c.io_threads = clamp_warn("HIPFILE_IO_THREADS", n as usize, 1, 256);
         }
+        c.inline_max_bytes = default_inline_bytes(c.io_threads);
+        c.cold_io_threads = c.cold_io_threads.min(c.io_threads);
         if let Some(n) = env_unsigned(env, "HIPFILE_COLD_IO_THREADS") {
             c.cold_io_threads = clamp_warn("HIPFILE_COLD_IO_THREADS", n as usize, 0, c.io_threads);
         }
@@ -488,8 +509,15 @@ mod tests {
     }
 
     #[test]
-    fn cold_io_threads_default_to_all_and_stay_within_the_workers() {
-        assert_eq!(Config::default().cold_io_threads, 0);
+    fn cold_io_threads_and_inline_limit_follow_the_worker_count() {
+        let env: &[(&str, &str)] = &[("HIPFILE_IO_THREADS", "12")];
+        let c = Config::from_env_with(env);
+        assert_eq!((c.cold_io_threads, c.inline_max_bytes), (4, 64 << 10));
+        let env: &[(&str, &str)] = &[("HIPFILE_IO_THREADS", "2")];
+        let c = Config::from_env_with(env);
+        assert_eq!((c.cold_io_threads, c.inline_max_bytes), (2, 1 << 20));
+        let env: &[(&str, &str)] = &[("HIPFILE_IO_THREADS", "12"), ("HIPFILE_INLINE_KB", "256")];
+        assert_eq!(Config::from_env_with(env).inline_max_bytes, 256 << 10);
         let env: &[(&str, &str)] = &[
             ("HIPFILE_IO_THREADS", "6"),
             ("HIPFILE_COLD_IO_THREADS", "2"),

@@ -120,7 +120,7 @@ fn host_reads_at_random_offsets_sizes_and_alignments() {
     ] {
         let e = if inline {
             let cfg = Config {
-                inline_max_bytes: Config::default().inline_max_bytes,
+                inline_max_bytes: 1 << 20,
                 ..small_config()
             };
             Engine::with_gpu(cfg, no_gpu()).unwrap()
@@ -778,7 +778,11 @@ fn a_cold_inline_read_goes_around_the_page_cache() {
             path.display()
         );
     }
-    let e = Engine::with_gpu(Config::default(), no_gpu()).unwrap();
+    let cfg = Config {
+        inline_max_bytes: 1 << 20,
+        ..Config::default()
+    };
+    let e = Engine::with_gpu(cfg, no_gpu()).unwrap();
     let mut buf = vec![0u8; (1 << 20) + 4096];
     let at = (buf.as_mut_ptr() as usize).next_multiple_of(4096);
     let n = e.read(&file, Memory::Host(at), 1 << 20, 1 << 20).unwrap();
