@@ -10,11 +10,16 @@
 //!   the worker touches its ring (`ring.rs`).
 //! - A request is split into chunks aligned to the file's DIO alignment, which
 //!   go in order into one queue (`queue.rs`); a worker takes the front chunk
-//!   when it can start it and holds no more than its fair share. Every worker
-//!   pipelines its chunks, so the storage read of one chunk overlaps the GPU
-//!   copy of the one before.
+//!   when it can start it and holds no more than its fair share. Read chunks
+//!   bound for storage (O_DIRECT) go only to the first `cold_io_threads`
+//!   workers; page-cache chunks to all. Every worker pipelines its chunks, so
+//!   the storage read of one chunk overlaps the GPU copy of the one before.
 //! - A bounce slot belongs to the kernel from the SQE push to its CQE, then to
-//!   the GPU until the copy's event has completed; only then is it reused.
+//!   the GPU until an event recorded after its copy has completed; only then
+//!   is it reused. One event per stream covers all the copies a worker queued
+//!   in one pass (a stream runs them in order).
+//! - Synchronous host reads up to `inline_max_bytes` (and small host writes
+//!   and device transfers) run on the caller's thread, without a worker.
 //! - [`File`] and buffer descriptions are reference counted; I/O holds a
 //!   reference, so deregistering while I/O is in flight is detectable.
 //! - Dropping the engine stops the workers after their in-flight work drains.

@@ -3,7 +3,9 @@
 //!
 //! A chunk moves through phases; a bounce slot is owned by exactly one phase at
 //! a time: the kernel's (a read or write SQE in flight) or the GPU's (a copy
-//! whose event has not completed). Only when neither holds it is it freed.
+//! not yet ended by a completed event: the worker records one event per
+//! stream after the copies it queued in a pass, which ends them all). Only
+//! when neither holds it is it freed.
 //!
 //! Read into device memory:  [NOWAIT buffered read | O_DIRECT read] → slot → H2D copy → done
 //! Read into host memory:    NOWAIT buffered read straight into the buffer; what
