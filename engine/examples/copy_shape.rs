@@ -26,12 +26,8 @@ use cudarc::driver::sys;
 use std::ffi::c_void;
 use std::time::Instant;
 
-fn check(what: &str, r: sys::CUresult) {
-    if r != sys::CUresult::CUDA_SUCCESS {
-        eprintln!("{what} failed: {r:?}");
-        std::process::exit(1);
-    }
-}
+mod common;
+use common::{check, key_value, number, primary_context};
 
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Mode {
@@ -64,16 +60,8 @@ fn parse(args: &[String]) -> Opts {
         passes: 3,
     };
     for a in args {
-        let Some((k, v)) = a.split_once('=') else {
-            eprintln!("argument {a:?} is not key=value");
-            std::process::exit(2)
-        };
-        let num = || {
-            v.parse::<usize>().unwrap_or_else(|_| {
-                eprintln!("{k}={v:?} is not a number");
-                std::process::exit(2)
-            })
-        };
+        let (k, v) = key_value(a);
+        let num = || number(k, v);
         match k {
             "mode" => {
                 o.mode = match v {
@@ -241,21 +229,7 @@ impl Lane {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let o = parse(&args);
-    let mut ctx: sys::CUcontext = std::ptr::null_mut();
-    // SAFETY: plain driver calls with out-pointers to live locals.
-    unsafe {
-        if !sys::is_culib_present() {
-            eprintln!("no libcuda");
-            std::process::exit(1);
-        }
-        check("cuInit", sys::cuInit(0));
-        check(
-            "cuDevicePrimaryCtxRetain",
-            sys::cuDevicePrimaryCtxRetain(&mut ctx, 0),
-        );
-        check("cuCtxSetCurrent", sys::cuCtxSetCurrent(ctx));
-    }
-    let ctx_u = ctx as usize;
+    let ctx_u = primary_context() as usize;
     let per_thread = (o.bytes / o.threads / o.slot).max(1);
     let mut rates = Vec::new();
     for pass in 0..o.passes {

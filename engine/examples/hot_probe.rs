@@ -22,12 +22,8 @@ use std::ffi::c_void;
 use std::os::fd::AsRawFd;
 use std::time::Instant;
 
-fn ok(what: &str, r: sys::CUresult) {
-    if r != sys::CUresult::CUDA_SUCCESS {
-        eprintln!("{what} failed: {r:?}");
-        std::process::exit(1);
-    }
-}
+mod common;
+use common::{check, key_value, number, primary_context};
 
 #[derive(Clone, Copy, PartialEq)]
 enum Read {
@@ -71,16 +67,8 @@ fn parse(args: &[String]) -> Opts {
         huge: false,
     };
     for a in args {
-        let (k, v) = a.split_once('=').unwrap_or_else(|| {
-            eprintln!("argument {a:?} is not key=value");
-            std::process::exit(2)
-        });
-        let num = || {
-            v.parse::<usize>().unwrap_or_else(|_| {
-                eprintln!("{k}={v:?} is not a number");
-                std::process::exit(2)
-            })
-        };
+        let (k, v) = key_value(a);
+        let num = || number(k, v);
         match k {
             "threads" => o.threads = num().max(1),
             "chunk_kib" => o.chunk = num().max(4) << 10,
@@ -134,7 +122,7 @@ impl Bufs {
         let mut p: *mut c_void = std::ptr::null_mut();
         if o.hostalloc {
             // SAFETY: out-pointer to a live local; a context is current.
-            ok("cuMemHostAlloc", unsafe {
+            check("cuMemHostAlloc", unsafe {
                 sys::cuMemHostAlloc(&mut p, bytes, 0)
             });
         } else {
@@ -159,7 +147,7 @@ impl Bufs {
             if o.gpu {
                 let fl = sys::CU_MEMHOSTREGISTER_PORTABLE | sys::CU_MEMHOSTREGISTER_DEVICEMAP;
                 // SAFETY: the mapping lives until drop, which unregisters first.
-                ok("cuMemHostRegister", unsafe {
+                check("cuMemHostRegister", unsafe {
                     sys::cuMemHostRegister_v2(p, bytes, fl)
                 });
             }
@@ -260,19 +248,10 @@ fn main() {
     // Without the GPU and with plain buffers, CUDA is not needed (a dry run anywhere).
     let cuda = o.gpu || o.hostalloc;
     if cuda {
-        // SAFETY: plain driver calls with out-pointers to live locals.
+        ctx = primary_context();
+        // SAFETY: an out-pointer to a live local; the context is current.
         unsafe {
-            if !sys::is_culib_present() {
-                eprintln!("no libcuda");
-                std::process::exit(1);
-            }
-            ok("cuInit", sys::cuInit(0));
-            ok(
-                "cuDevicePrimaryCtxRetain",
-                sys::cuDevicePrimaryCtxRetain(&mut ctx, 0),
-            );
-            ok("cuCtxSetCurrent", sys::cuCtxSetCurrent(ctx));
-            ok(
+            check(
                 "cuMemAlloc",
                 sys::cuMemAlloc_v2(&mut dev, o.chunk * o.bufs * o.threads),
             );
@@ -287,7 +266,7 @@ fn main() {
             hs.push(s.spawn(move || {
                 if cuda {
                     // SAFETY: the context outlives the threads.
-                    unsafe { ok("cuCtxSetCurrent", sys::cuCtxSetCurrent(ctx_u as _)) };
+                    unsafe { check("cuCtxSetCurrent", sys::cuCtxSetCurrent(ctx_u as _)) };
                 }
                 let bufs = Bufs::new(&o);
                 let mut ring = (o.read != Read::Pread).then(|| IoUring::new(8).expect("ring"));
@@ -314,9 +293,9 @@ fn main() {
                 if o.gpu {
                     // SAFETY: out-pointers to live locals; a context is current.
                     unsafe {
-                        ok("cuStreamCreate", sys::cuStreamCreate(&mut st, 1));
+                        check("cuStreamCreate", sys::cuStreamCreate(&mut st, 1));
                         for e in evs.iter_mut() {
-                            ok("cuEventCreate", sys::cuEventCreate(e, flags));
+                            check("cuEventCreate", sys::cuEventCreate(e, flags));
                         }
                     }
                 }
@@ -331,13 +310,13 @@ fn main() {
                                 Wait::Stream => {
                                     // SAFETY: the stream is live.
                                     let r = unsafe { sys::cuStreamSynchronize(st) };
-                                    ok("cuStreamSynchronize", r);
+                                    check("cuStreamSynchronize", r);
                                     busy.iter_mut().for_each(|x| *x = false);
                                 }
                                 _ => {
                                     // SAFETY: the event is live.
                                     let r = unsafe { sys::cuEventSynchronize(evs[b]) };
-                                    ok("cuEventSynchronize", r);
+                                    check("cuEventSynchronize", r);
                                     busy[b] = false;
                                 }
                             }
@@ -351,18 +330,18 @@ fn main() {
                             // SAFETY: pinned source, allocated destination; the
                             // buffer is not touched until its event completes.
                             unsafe {
-                                ok(
+                                check(
                                     "cuMemcpyHtoDAsync",
                                     sys::cuMemcpyHtoDAsync_v2(d, p.cast(), o.chunk, st),
                                 );
-                                ok("cuEventRecord", sys::cuEventRecord(evs[b], st));
+                                check("cuEventRecord", sys::cuEventRecord(evs[b], st));
                             }
                             busy[b] = true;
                         }
                     }
                     if o.gpu {
                         // SAFETY: live stream.
-                        unsafe { ok("cuStreamSynchronize", sys::cuStreamSynchronize(st)) };
+                        unsafe { check("cuStreamSynchronize", sys::cuStreamSynchronize(st)) };
                     }
                     busy.iter_mut().for_each(|x| *x = false);
                     start.wait();

@@ -13,12 +13,8 @@ use cudarc::driver::sys;
 use std::ffi::c_void;
 use std::time::{Duration, Instant};
 
-fn ok(what: &str, r: sys::CUresult) {
-    if r != sys::CUresult::CUDA_SUCCESS {
-        eprintln!("{what} failed: {r:?}");
-        std::process::exit(1);
-    }
-}
+mod common;
+use common::{check, primary_context};
 
 #[derive(Default, Clone, Copy)]
 struct Times {
@@ -46,21 +42,7 @@ fn main() {
     let len = file.metadata().expect("stat").len() as usize;
     let len = len / chunk * chunk;
     assert!(len > 0, "file shorter than one chunk");
-    // SAFETY: is_culib_present only opens libcuda.
-    if !unsafe { sys::is_culib_present() } {
-        eprintln!("no libcuda");
-        std::process::exit(1);
-    }
-    let mut ctx: sys::CUcontext = std::ptr::null_mut();
-    // SAFETY: plain driver calls with out-pointers to live locals.
-    unsafe {
-        ok("cuInit", sys::cuInit(0));
-        ok(
-            "cuDevicePrimaryCtxRetain",
-            sys::cuDevicePrimaryCtxRetain(&mut ctx, 0),
-        );
-        ok("cuCtxSetCurrent", sys::cuCtxSetCurrent(ctx));
-    }
+    let ctx = primary_context();
     use std::os::fd::AsRawFd;
     // SAFETY: a read-only shared mapping of an open file, unmapped at exit.
     let map = unsafe {
@@ -78,7 +60,7 @@ fn main() {
     let dev_bytes = chunk * threads;
     let mut dev: sys::CUdeviceptr = 0;
     // SAFETY: out-pointer to a live local; the context is current.
-    unsafe { ok("cuMemAlloc", sys::cuMemAlloc_v2(&mut dev, dev_bytes)) };
+    unsafe { check("cuMemAlloc", sys::cuMemAlloc_v2(&mut dev, dev_bytes)) };
     let ctx_u = ctx as usize;
     let n = len / chunk;
     let pass = |per_chunk: bool| {
@@ -91,11 +73,11 @@ fn main() {
                         let mut st: sys::CUstream = std::ptr::null_mut();
                         // SAFETY: the context outlives the threads; out-pointer to a local.
                         unsafe {
-                            ok(
+                            check(
                                 "cuCtxSetCurrent",
                                 sys::cuCtxSetCurrent(ctx_u as sys::CUcontext),
                             );
-                            ok("cuStreamCreate", sys::cuStreamCreate(&mut st, 1));
+                            check("cuStreamCreate", sys::cuStreamCreate(&mut st, 1));
                         }
                         for i in (t..n).step_by(threads) {
                             let p = (base + i * chunk) as *mut c_void;
@@ -103,7 +85,7 @@ fn main() {
                             if per_chunk {
                                 let fl = sys::CU_MEMHOSTREGISTER_READ_ONLY;
                                 // SAFETY: p..p+chunk lies in the live mapping.
-                                ok("cuMemHostRegister", unsafe {
+                                check("cuMemHostRegister", unsafe {
                                     sys::cuMemHostRegister_v2(p, chunk, fl)
                                 });
                             }
@@ -111,16 +93,16 @@ fn main() {
                             let d = dev + (t * chunk) as u64;
                             // SAFETY: source registered (or the whole map is), destination allocated.
                             unsafe {
-                                ok(
+                                check(
                                     "cuMemcpyHtoDAsync",
                                     sys::cuMemcpyHtoDAsync_v2(d, p, chunk, st),
                                 );
-                                ok("cuStreamSynchronize", sys::cuStreamSynchronize(st));
+                                check("cuStreamSynchronize", sys::cuStreamSynchronize(st));
                             }
                             let c = Instant::now();
                             if per_chunk {
                                 // SAFETY: registered above, copy finished.
-                                ok("cuMemHostUnregister", unsafe {
+                                check("cuMemHostUnregister", unsafe {
                                     sys::cuMemHostUnregister(p)
                                 });
                             }
@@ -169,7 +151,7 @@ fn main() {
     let t = Instant::now();
     let fl = sys::CU_MEMHOSTREGISTER_READ_ONLY;
     // SAFETY: the whole mapping is live until munmap below.
-    ok("cuMemHostRegister(all)", unsafe {
+    check("cuMemHostRegister(all)", unsafe {
         sys::cuMemHostRegister_v2(map, len, fl)
     });
     println!("register whole file: {:.3} s", t.elapsed().as_secs_f64());
@@ -177,7 +159,7 @@ fn main() {
     pass(false);
     // SAFETY: registered above; every copy finished.
     unsafe {
-        ok("cuMemHostUnregister(all)", sys::cuMemHostUnregister(map));
+        check("cuMemHostUnregister(all)", sys::cuMemHostUnregister(map));
         libc::munmap(map, len);
     }
 }
