@@ -180,16 +180,16 @@ fn combine(chunks: &[(usize, Option<Result<usize>>)]) -> Result<usize> {
     Ok(total)
 }
 
-/// The piece size for a request of `size` bytes: large requests use whole
-/// chunks; smaller ones are spread over all workers in 64 KiB multiples.
-/// Example: 1 MiB over 12 workers → ceil(87382 / 64 KiB) = 2 → 128 KiB pieces,
-/// 8 of them in parallel instead of one 1 MiB chunk on one worker.
 /// The number of workers that take storage-bound reads, when it is fewer
 /// than all of them.
 pub(crate) fn cold_limit(cfg: &Config) -> Option<usize> {
     (cfg.cold_io_threads > 0 && cfg.cold_io_threads < cfg.io_threads).then_some(cfg.cold_io_threads)
 }
 
+/// The piece size for a request of `size` bytes: large requests use whole
+/// chunks; smaller ones are spread over all workers in 64 KiB multiples.
+/// Example: 1 MiB over 12 workers → ceil(87382 / 64 KiB) = 2 → 128 KiB pieces,
+/// 8 of them in parallel instead of one 1 MiB chunk on one worker.
 pub(crate) fn split_bytes(size: usize, workers: usize, chunk_bytes: usize) -> usize {
     let min = crate::config::MIN_SPLIT_BYTES.min(chunk_bytes);
     size.div_ceil(workers.max(1))
