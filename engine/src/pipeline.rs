@@ -272,9 +272,10 @@ impl Engine {
     ) -> Result<Engine> {
         let stats = Arc::new(Stats::default());
         let pool = Arc::new(worker::StreamPool::default());
+        let cold: fn(&Chunk) -> bool = |c| c.cold;
         let queue = Arc::new(WorkQueue::with_restriction(
             cfg.io_threads,
-            cold_limit(&cfg).is_some(),
+            cold_limit(&cfg).map(|_| cold),
         ));
         let mut workers = Vec::with_capacity(cfg.io_threads);
         for id in 0..cfg.io_threads {

@@ -18,41 +18,54 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 struct State<T> {
     chunks: VecDeque<T>,
     closed: bool,
-    /// Workers asleep in [`WorkQueue::pop_wait`].
-    waiting: usize,
+    /// Workers asleep in [`WorkQueue::pop_wait_for`] that may take any item,
+    /// and those that may not take restricted ones.
+    waiting_all: usize,
+    waiting_open: usize,
 }
 
 /// FIFO of work items (the engine's are [`crate::pipeline::Chunk`]s).
 pub(crate) struct WorkQueue<T> {
     state: Mutex<State<T>>,
-    wake: Condvar,
+    wake_all: Condvar,
+    wake_open: Condvar,
     /// Chunks queued, readable without the lock (busy workers poll often).
     len: AtomicUsize,
     /// Chunks taken and not finished, over all workers ([`WorkQueue::started`]).
     held: AtomicUsize,
     workers: usize,
-    /// Some items may be taken by only some workers: every push wakes every
-    /// sleeper, so a worker that may take the new front is among them.
-    restricted: bool,
+    /// Items for which this says true may be taken only by some workers
+    /// (those that call [`WorkQueue::pop_wait_for`] with `all`).
+    restricted: Option<fn(&T) -> bool>,
+}
+
+fn notify(cv: &Condvar, n: usize) {
+    if n == 1 {
+        cv.notify_one();
+    } else if n > 1 {
+        cv.notify_all();
+    }
 }
 
 impl<T> WorkQueue<T> {
     /// A queue for `workers` workers (the divisor of [`WorkQueue::fair_share`]).
     #[cfg(test)]
     pub(crate) fn new(workers: usize) -> Self {
-        Self::with_restriction(workers, false)
+        Self::with_restriction(workers, None)
     }
 
-    /// As [`WorkQueue::new`]; `restricted`: not every worker may take every
-    /// item (see [`WorkQueue::pop_wait_if`]).
-    pub(crate) fn with_restriction(workers: usize, restricted: bool) -> Self {
+    /// As [`WorkQueue::new`]; items for which `restricted` says true may be
+    /// taken only by some workers (see [`WorkQueue::pop_wait_for`]).
+    pub(crate) fn with_restriction(workers: usize, restricted: Option<fn(&T) -> bool>) -> Self {
         WorkQueue {
             state: Mutex::new(State {
                 chunks: VecDeque::new(),
                 closed: false,
-                waiting: 0,
+                waiting_all: 0,
+                waiting_open: 0,
             }),
-            wake: Condvar::new(),
+            wake_all: Condvar::new(),
+            wake_open: Condvar::new(),
             len: AtomicUsize::new(0),
             held: AtomicUsize::new(0),
             workers: workers.max(1),
@@ -73,20 +86,32 @@ impl<T> WorkQueue<T> {
             return Err(chunks);
         }
         let n = chunks.len();
+        let open = chunks.iter().filter(|c| self.open(c)).count();
         s.chunks.extend(chunks);
         self.len.store(s.chunks.len(), Ordering::Release);
-        let wake = if self.restricted {
-            s.waiting
+        // A worker that may not take restricted items can start only when an
+        // open one is at the front; the others can take anything.
+        let front_open = s.chunks.front().is_some_and(|c| self.open(c));
+        let wake_open = if front_open {
+            s.waiting_open.min(open)
         } else {
-            s.waiting.min(n)
+            0
         };
+        let wake_all = s.waiting_all.min(n - wake_open);
         drop(s);
-        if wake == 1 {
-            self.wake.notify_one();
-        } else if wake > 1 {
-            self.wake.notify_all();
-        }
+        notify(&self.wake_open, wake_open);
+        notify(&self.wake_all, wake_all);
         Ok(())
+    }
+
+    /// Any worker may take `item`.
+    fn open(&self, item: &T) -> bool {
+        !self.restricted.is_some_and(|r| r(item))
+    }
+
+    /// Whether a worker that may (`all`) or may not take restricted items may take `item`.
+    fn may_take(&self, item: &T, all: bool) -> bool {
+        all || self.open(item)
     }
 
     /// The front chunk, if there is one and `fits` accepts it.
@@ -100,15 +125,23 @@ impl<T> WorkQueue<T> {
         }
         let c = s.chunks.pop_front();
         self.len.store(s.chunks.len(), Ordering::Release);
-        self.front_changed(&s);
+        self.front_changed(&s, c.as_ref().is_some_and(|c| !self.open(c)));
         c
     }
 
-    /// With restricted items, a sleeper that could not take the old front may
-    /// take the new one (or, once closed, find nothing left for it and exit).
-    fn front_changed(&self, s: &State<T>) {
-        if self.restricted && s.waiting > 0 {
-            self.wake.notify_all();
+    /// After a pop: workers that may not take restricted items sleep only
+    /// behind a restricted front (or on an empty queue), so when one left and
+    /// an open item is now in front, they may start it. Once closed, every
+    /// sleeper looks again (and exits when nothing is left for it).
+    fn front_changed(&self, s: &State<T>, took_restricted: bool) {
+        if s.closed {
+            self.wake_all.notify_all();
+            self.wake_open.notify_all();
+        } else if took_restricted
+            && s.waiting_open > 0
+            && s.chunks.front().is_some_and(|c| self.open(c))
+        {
+            self.wake_open.notify_all();
         }
     }
 
@@ -140,7 +173,8 @@ impl<T> WorkQueue<T> {
     /// Workers asleep in the queue now.
     #[cfg(test)]
     fn sleepers(&self) -> usize {
-        self.lock().waiting
+        let s = self.lock();
+        s.waiting_all + s.waiting_open
     }
 
     /// Whether anything is queued (no lock taken).
@@ -151,33 +185,41 @@ impl<T> WorkQueue<T> {
     /// Wait for a chunk. `None` once the queue is closed and empty.
     #[cfg(test)]
     pub(crate) fn pop_wait(&self) -> Option<T> {
-        self.pop_wait_if(|_| true)
+        self.pop_wait_for(true)
     }
 
-    /// Wait for a front chunk that `may_take` accepts. `None` once the queue
-    /// is closed and holds nothing this worker may take (the others drain it).
-    pub(crate) fn pop_wait_if(&self, may_take: impl Fn(&T) -> bool) -> Option<T> {
+    /// Wait for a front chunk this worker may take (`all`: restricted ones
+    /// too). `None` once the queue is closed and holds nothing this worker
+    /// may take (the others drain it).
+    pub(crate) fn pop_wait_for(&self, all: bool) -> Option<T> {
         let mut s = self.lock();
         loop {
-            if s.chunks.front().is_some_and(&may_take) {
+            if s.chunks.front().is_some_and(|c| self.may_take(c, all)) {
                 let c = s.chunks.pop_front();
                 self.len.store(s.chunks.len(), Ordering::Release);
-                self.front_changed(&s);
+                self.front_changed(&s, c.as_ref().is_some_and(|c| !self.open(c)));
                 return c;
             }
-            if s.closed && !s.chunks.iter().any(&may_take) {
+            if s.closed && !s.chunks.iter().any(|c| self.may_take(c, all)) {
                 return None;
             }
-            s.waiting += 1;
-            s = self.wake.wait(s).unwrap_or_else(|e| e.into_inner());
-            s.waiting -= 1;
+            if all {
+                s.waiting_all += 1;
+                s = self.wake_all.wait(s).unwrap_or_else(|e| e.into_inner());
+                s.waiting_all -= 1;
+            } else {
+                s.waiting_open += 1;
+                s = self.wake_open.wait(s).unwrap_or_else(|e| e.into_inner());
+                s.waiting_open -= 1;
+            }
         }
     }
 
     /// Refuse new chunks; workers drain what is queued, then exit.
     pub(crate) fn close(&self) {
         self.lock().closed = true;
-        self.wake.notify_all();
+        self.wake_all.notify_all();
+        self.wake_open.notify_all();
     }
 }
 
@@ -217,12 +259,13 @@ mod tests {
 
     #[test]
     fn a_worker_that_may_take_only_some_items_sees_each_new_front() {
-        let q = Arc::new(WorkQueue::with_restriction(2, true));
-        let even_only = {
+        // Odd items are restricted; the sleeper may take only even ones.
+        let q = Arc::new(WorkQueue::with_restriction(2, Some(|x: &i32| x % 2 == 1)));
+        let open_only = {
             let q = q.clone();
             std::thread::spawn(move || {
                 let mut got = Vec::new();
-                while let Some(x) = q.pop_wait_if(|x: &i32| x % 2 == 0) {
+                while let Some(x) = q.pop_wait_for(false) {
                     got.push(x);
                 }
                 got
@@ -240,11 +283,49 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         assert!(!q.pending(), "the sleeper never took the new front");
+        // An open item pushed behind a restricted front waits for the front.
+        q.push(vec![3, 4]).unwrap();
+        assert_eq!(q.try_pop(|&x| x == 3), Some(3));
+        let t0 = std::time::Instant::now();
+        while q.pending() && t0.elapsed() < std::time::Duration::from_secs(10) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(!q.pending(), "the sleeper never took 4");
         // Closed with only an item it may not take: it exits and leaves it.
-        q.push(vec![3]).unwrap();
+        q.push(vec![5]).unwrap();
         q.close();
-        assert_eq!(even_only.join().unwrap(), vec![2]);
-        assert_eq!(q.try_pop(|_| true), Some(3));
+        assert_eq!(open_only.join().unwrap(), vec![2, 4]);
+        assert_eq!(q.try_pop(|_| true), Some(5));
+    }
+
+    #[test]
+    fn restricted_items_wake_a_worker_that_may_take_them() {
+        let q = Arc::new(WorkQueue::with_restriction(2, Some(|x: &i32| x % 2 == 1)));
+        let spawn = |all: bool| {
+            let q = q.clone();
+            std::thread::spawn(move || {
+                let mut got = Vec::new();
+                while let Some(x) = q.pop_wait_for(all) {
+                    got.push(x);
+                }
+                got
+            })
+        };
+        let (open_only, any) = (spawn(false), spawn(true));
+        while q.sleepers() < 2 {
+            std::thread::yield_now();
+        }
+        // One restricted item: only the worker that may take it can, and it
+        // must be the one woken.
+        q.push(vec![7]).unwrap();
+        let t0 = std::time::Instant::now();
+        while q.pending() && t0.elapsed() < std::time::Duration::from_secs(10) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(!q.pending(), "nobody took the restricted item");
+        q.close();
+        assert_eq!(open_only.join().unwrap(), Vec::<i32>::new());
+        assert_eq!(any.join().unwrap(), vec![7]);
     }
 
     #[test]

@@ -362,7 +362,7 @@ impl Worker {
         loop {
             if self.idle() {
                 // Nothing in hand: sleep until there is work (any chunk fits).
-                match queue.pop_wait_if(|c| self.may_take(c)) {
+                match queue.pop_wait_for(self.takes_cold()) {
                     Some(c) => self.admit(c),
                     None => break,
                 }
@@ -411,7 +411,11 @@ impl Worker {
     /// Storage-bound reads go only to the first `cold_io_threads` workers
     /// (when that is fewer than all of them).
     fn may_take(&self, c: &Chunk) -> bool {
-        !c.cold || crate::pipeline::cold_limit(&self.cfg).is_none_or(|n| self.id < n)
+        !c.cold || self.takes_cold()
+    }
+
+    fn takes_cold(&self) -> bool {
+        crate::pipeline::cold_limit(&self.cfg).is_none_or(|n| self.id < n)
     }
 
     /// A table entry and some slot free: a chunk from the queue could start.
