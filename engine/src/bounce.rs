@@ -13,7 +13,9 @@ use std::sync::Arc;
 
 pub struct Slab {
     base: *mut u8,
-    bytes: usize,
+    /// The whole mapping (larger than `bytes` when aligned for huge pages).
+    map: *mut u8,
+    map_bytes: usize,
     /// (first slot index, count, bytes per slot) for each size class.
     classes: Vec<(usize, usize, usize)>,
     /// The GPU runtime that pinned the slab, to unpin it on drop.
@@ -29,6 +31,21 @@ impl Slab {
     /// `bytes` (rounded up to 4 KiB), and pin it with `gpu` when it has devices
     /// and `pin` is set. Slot indices run through the classes in order.
     pub fn new(classes: &[(usize, usize)], gpu: &Arc<dyn Gpu>, pin: bool) -> std::io::Result<Slab> {
+        Slab::with_pages(classes, gpu, pin, false)
+    }
+
+    /// As [`Slab::new`]; `huge`: ask for transparent huge pages (the region
+    /// starts on a 2 MiB boundary and is advised MADV_HUGEPAGE before it is
+    /// touched). Physically contiguous slots reach a block device as fewer
+    /// segments: a 1 MiB O_DIRECT read from 4 KiB pages has 256, above a
+    /// virtio disk's 254, so it is split, and neighbouring reads cannot merge.
+    /// Where the kernel gives no huge pages the slab is plain memory.
+    pub fn with_pages(
+        classes: &[(usize, usize)],
+        gpu: &Arc<dyn Gpu>,
+        pin: bool,
+        huge: bool,
+    ) -> std::io::Result<Slab> {
         let mut table = Vec::with_capacity(classes.len());
         let mut first = 0;
         let mut bytes = 0;
@@ -39,13 +56,16 @@ impl Slab {
             bytes += count * b;
         }
         let bytes = bytes.max(4096);
+        const HUGE: usize = 2 << 20;
+        let map_bytes = if huge { bytes + HUGE } else { bytes };
+        let populate = if huge { 0 } else { libc::MAP_POPULATE };
         // SAFETY: an anonymous private mapping with no address hint has no preconditions.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                bytes,
+                map_bytes,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | populate,
                 -1,
                 0,
             )
@@ -53,10 +73,29 @@ impl Slab {
         if p == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
-        let base = p.cast::<u8>();
+        let map = p.cast::<u8>();
+        let base = if huge {
+            let base = (map as usize).next_multiple_of(HUGE) as *mut u8;
+            // SAFETY: advice and first touch on our own fresh mapping; `base +
+            // bytes` stays inside it (HUGE bytes of slack were mapped).
+            unsafe {
+                if libc::madvise(base.cast(), bytes, libc::MADV_HUGEPAGE) != 0 {
+                    log_once!(
+                        Level::Info,
+                        "MADV_HUGEPAGE refused ({}); bounce slabs use 4 KiB pages",
+                        std::io::Error::last_os_error()
+                    );
+                }
+                std::ptr::write_bytes(base, 0, bytes);
+            }
+            base
+        } else {
+            map
+        };
         let mut slab = Slab {
             base,
-            bytes,
+            map,
+            map_bytes,
             classes: table,
             pinned_by: None,
         };
@@ -147,8 +186,8 @@ impl Drop for Slab {
             // every copy that used it has completed.
             let _ = unsafe { gpu.host_unregister(self.base) };
         }
-        // SAFETY: `base..base+bytes` is the mapping made in `new`, unmapped once.
-        unsafe { libc::munmap(self.base.cast(), self.bytes) };
+        // SAFETY: `map..map+map_bytes` is the mapping made in `new`, unmapped once.
+        unsafe { libc::munmap(self.map.cast(), self.map_bytes) };
     }
 }
 
@@ -161,4 +200,44 @@ pub fn log_registration_failure(bytes: usize, err: &std::io::Error) {
          (ulimit -l unlimited, or LimitMEMLOCK=infinity for a service) to enable it",
         bytes >> 20
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Slab;
+    use crate::gpu::{Gpu, NoGpu};
+    use std::sync::Arc;
+
+    #[test]
+    fn slots_hold_their_bytes_with_and_without_huge_pages() {
+        let gpu: Arc<dyn Gpu> = Arc::new(NoGpu { why: "test".into() });
+        let classes = [(3, 64 << 10), (2, (1 << 20) + 8192), (2, (4 << 20) + 8192)];
+        for huge in [false, true] {
+            let slab = Slab::with_pages(&classes, &gpu, false, huge).unwrap();
+            assert_eq!(slab.len(), 7);
+            if huge {
+                assert_eq!(
+                    slab.slot(0) as usize % (2 << 20),
+                    0,
+                    "not on a 2 MiB boundary"
+                );
+            }
+            // Every slot is writable over its whole length, and slots do not overlap.
+            for i in 0..slab.len() {
+                // SAFETY: slot i spans slot_len(i) bytes of the slab.
+                unsafe { std::ptr::write_bytes(slab.slot(i), i as u8 + 1, slab.slot_len(i)) };
+            }
+            for i in 0..slab.len() {
+                // SAFETY: as above, read back.
+                let s = unsafe { std::slice::from_raw_parts(slab.slot(i), slab.slot_len(i)) };
+                assert!(
+                    s.iter().all(|&b| b == i as u8 + 1),
+                    "slot {i} (huge {huge})"
+                );
+            }
+            let iov = slab.iovecs();
+            assert_eq!(iov.len(), 7);
+            assert_eq!(iov[6].iov_len, (4 << 20) + 8192);
+        }
+    }
 }

@@ -308,13 +308,14 @@ impl Worker {
         if let Some(f) = faults {
             ring.set_fault_plan(f(id));
         }
-        let slab = Slab::new(&cfg.slot_classes(), &gpu, cfg.pin_buffers).map_err(|e| {
-            crate::log_error!(
-                "cannot map {} bytes of bounce memory: {e}",
-                cfg.slot_bytes()
-            );
-            Error::Op(OpError::DriverSetupError)
-        })?;
+        let slab = Slab::with_pages(&cfg.slot_classes(), &gpu, cfg.pin_buffers, cfg.huge_pages)
+            .map_err(|e| {
+                crate::log_error!(
+                    "cannot map {} bytes of bounce memory: {e}",
+                    cfg.slot_bytes()
+                );
+                Error::Op(OpError::DriverSetupError)
+            })?;
         let mut fixed = false;
         if cfg.register_buffers {
             // SAFETY: the slab outlives the ring: both live in this Worker and the

@@ -235,17 +235,20 @@ fn device_round_trip_through_async_test_double() {
     // Slow copies make a slot reused too early show up as corrupt data.
     gpu.set_copy_delay(Duration::from_micros(300));
     let mut rng = Rng(seed() ^ 2);
-    // The last pass polls for copy completion instead of sleeping on events.
+    // A pass polls for copy completion instead of sleeping on events; the
+    // last one bounces through huge-page slabs.
     let passes = [
-        (ReadMode::Auto, false),
-        (ReadMode::Direct, false),
-        (ReadMode::Buffered, false),
-        (ReadMode::Auto, true),
+        (ReadMode::Auto, false, false),
+        (ReadMode::Direct, false, false),
+        (ReadMode::Buffered, false, false),
+        (ReadMode::Auto, true, false),
+        (ReadMode::Direct, false, true),
     ];
-    for (mode, poll_copies) in passes {
+    for (mode, poll_copies, huge_pages) in passes {
         let cfg = Config {
             read_mode: mode,
             poll_copies,
+            huge_pages,
             ..small_config()
         };
         let e = Engine::with_gpu(cfg, gpu.clone()).unwrap();

@@ -191,6 +191,7 @@ fn config_parser_with_random_values() {
         "HIPFILE_READ_MODE",
         "HIPFILE_GPU_RUNTIME",
         "HIPFILE_REGISTER_BUFFERS",
+        "HIPFILE_HUGE_PAGES",
         "HIPFILE_ALLOW_COMPAT_MODE",
         "HIPFILE_FORCE_COMPAT_MODE",
         "HIPFILE_STATS_LEVEL",
