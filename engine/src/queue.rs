@@ -123,9 +123,15 @@ impl<T> WorkQueue<T> {
         if !s.chunks.front().is_some_and(fits) {
             return None;
         }
+        self.take_front(&mut s)
+    }
+
+    /// Pop the front (the caller has checked it may), keeping `len` and the
+    /// sleepers up to date.
+    fn take_front(&self, s: &mut State<T>) -> Option<T> {
         let c = s.chunks.pop_front();
         self.len.store(s.chunks.len(), Ordering::Release);
-        self.front_changed(&s, c.as_ref().is_some_and(|c| !self.open(c)));
+        self.front_changed(s, c.as_ref().is_some_and(|c| !self.open(c)));
         c
     }
 
@@ -195,10 +201,7 @@ impl<T> WorkQueue<T> {
         let mut s = self.lock();
         loop {
             if s.chunks.front().is_some_and(|c| self.may_take(c, all)) {
-                let c = s.chunks.pop_front();
-                self.len.store(s.chunks.len(), Ordering::Release);
-                self.front_changed(&s, c.as_ref().is_some_and(|c| !self.open(c)));
-                return c;
+                return self.take_front(&mut s);
             }
             if s.closed && !s.chunks.iter().any(|c| self.may_take(c, all)) {
                 return None;
@@ -257,6 +260,14 @@ mod tests {
         assert_eq!(q.fair_share(), 1); // ceil(4 / 4)
     }
 
+    /// Wait (at most 10 s) until nothing is queued.
+    fn drained<T>(q: &WorkQueue<T>) {
+        let t0 = std::time::Instant::now();
+        while q.pending() && t0.elapsed() < std::time::Duration::from_secs(10) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
     #[test]
     fn a_worker_that_may_take_only_some_items_sees_each_new_front() {
         // Odd items are restricted; the sleeper may take only even ones.
@@ -278,18 +289,12 @@ mod tests {
             std::thread::yield_now();
         }
         assert_eq!(q.try_pop(|&x| x == 1), Some(1));
-        let t0 = std::time::Instant::now();
-        while q.pending() && t0.elapsed() < std::time::Duration::from_secs(10) {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        drained(&q);
         assert!(!q.pending(), "the sleeper never took the new front");
         // An open item pushed behind a restricted front waits for the front.
         q.push(vec![3, 4]).unwrap();
         assert_eq!(q.try_pop(|&x| x == 3), Some(3));
-        let t0 = std::time::Instant::now();
-        while q.pending() && t0.elapsed() < std::time::Duration::from_secs(10) {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        drained(&q);
         assert!(!q.pending(), "the sleeper never took 4");
         // Closed with only an item it may not take: it exits and leaves it.
         q.push(vec![5]).unwrap();
@@ -318,10 +323,7 @@ mod tests {
         // One restricted item: only the worker that may take it can, and it
         // must be the one woken.
         q.push(vec![7]).unwrap();
-        let t0 = std::time::Instant::now();
-        while q.pending() && t0.elapsed() < std::time::Duration::from_secs(10) {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        drained(&q);
         assert!(!q.pending(), "nobody took the restricted item");
         q.close();
         assert_eq!(open_only.join().unwrap(), Vec::<i32>::new());
