@@ -260,6 +260,19 @@ mod tests {
         assert_eq!(q.fair_share(), 1); // ceil(4 / 4)
     }
 
+    /// A worker thread that pops (restricted items too when `all`) until the
+    /// queue is closed, and returns what it got.
+    fn collector(q: &Arc<WorkQueue<i32>>, all: bool) -> std::thread::JoinHandle<Vec<i32>> {
+        let q = q.clone();
+        std::thread::spawn(move || {
+            let mut got = Vec::new();
+            while let Some(x) = q.pop_wait_for(all) {
+                got.push(x);
+            }
+            got
+        })
+    }
+
     /// Wait (at most 10 s) until nothing is queued.
     fn drained<T>(q: &WorkQueue<T>) {
         let t0 = std::time::Instant::now();
@@ -272,16 +285,7 @@ mod tests {
     fn a_worker_that_may_take_only_some_items_sees_each_new_front() {
         // Odd items are restricted; the sleeper may take only even ones.
         let q = Arc::new(WorkQueue::with_restriction(2, Some(|x: &i32| x % 2 == 1)));
-        let open_only = {
-            let q = q.clone();
-            std::thread::spawn(move || {
-                let mut got = Vec::new();
-                while let Some(x) = q.pop_wait_for(false) {
-                    got.push(x);
-                }
-                got
-            })
-        };
+        let open_only = collector(&q, false);
         // The front (1) is not for the sleeper: another worker takes it, and
         // the sleeper must wake for the 2 behind it without a new push.
         q.push(vec![1, 2]).unwrap();
@@ -306,17 +310,7 @@ mod tests {
     #[test]
     fn restricted_items_wake_a_worker_that_may_take_them() {
         let q = Arc::new(WorkQueue::with_restriction(2, Some(|x: &i32| x % 2 == 1)));
-        let spawn = |all: bool| {
-            let q = q.clone();
-            std::thread::spawn(move || {
-                let mut got = Vec::new();
-                while let Some(x) = q.pop_wait_for(all) {
-                    got.push(x);
-                }
-                got
-            })
-        };
-        let (open_only, any) = (spawn(false), spawn(true));
+        let (open_only, any) = (collector(&q, false), collector(&q, true));
         while q.sleepers() < 2 {
             std::thread::yield_now();
         }
