@@ -46,6 +46,8 @@ pub struct Plan {
     pub verify: bool,
     /// bs and offset are multiples of 4 KiB (hipFileStreamRegister's PAGE_ALIGNED_INPUTS).
     pub aligned: bool,
+    /// `--iomem=mmaphuge`: host buffers on transparent huge pages.
+    pub huge_pages: bool,
 }
 
 /// Live counters for the progress line.
@@ -307,7 +309,7 @@ fn setup(plan: &Plan, index: usize, first_offset: u64) -> Result<Setup, String> 
     let slot_bytes = plan.bs as usize;
     let mut mem = match plan.mem {
         MemChoice::Device => JobMem::device(plan.depth, slot_bytes, &plan.gpu, plan.device)?,
-        MemChoice::Host => JobMem::host(plan.depth, slot_bytes, &plan.gpu)?,
+        MemChoice::Host => JobMem::host(plan.depth, slot_bytes, &plan.gpu, plan.huge_pages)?,
     };
     if plan.read_pct < 100 {
         // Writes without --verify send what the buffer holds: the pattern of

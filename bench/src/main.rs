@@ -480,6 +480,7 @@ fn run(o: &Options) -> Result<(), Fail> {
         deadline_ns: runtime_ns.map(|r| r + ramp_ns),
         verify: o.verify,
         aligned: bs % 4096 == 0 && o.offset % 4096 == 0,
+        huge_pages: o.iomem_huge,
     };
 
     // Run: every job sets up, then all start together.

@@ -20,12 +20,27 @@ unsafe impl Send for HostBuf {}
 
 impl HostBuf {
     pub fn new(len: usize) -> Result<HostBuf, String> {
-        let len = len.max(1).next_multiple_of(4096);
+        HostBuf::with_pages(len, false)
+    }
+
+    /// As [`HostBuf::new`]; `huge` (`--iomem=mmaphuge`): a 2 MiB-aligned
+    /// region advised MADV_HUGEPAGE before it is touched, so the kernel backs
+    /// it with transparent huge pages where it can (fio's mmaphuge maps a
+    /// hugetlbfs file instead; this needs no mount).
+    pub fn with_pages(len: usize, huge: bool) -> Result<HostBuf, String> {
+        const HUGE: usize = 2 << 20;
+        let len = if huge {
+            len.max(1).next_multiple_of(HUGE)
+        } else {
+            len.max(1).next_multiple_of(4096)
+        };
+        // `align` bytes of slack let the start move to a 2 MiB boundary.
+        let align = if huge { HUGE } else { 0 };
         // SAFETY: an anonymous private mapping; no preconditions.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                len,
+                len + align,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
                 -1,
@@ -38,10 +53,32 @@ impl HostBuf {
                 std::io::Error::last_os_error()
             ));
         }
-        // SAFETY: p..p+len is our fresh writable mapping; writing faults every page in.
-        unsafe { std::ptr::write_bytes(p.cast::<u8>(), 0, len) };
+        let mut ptr = p.cast::<u8>();
+        if huge {
+            let start = (p as usize).next_multiple_of(HUGE);
+            let head = start - p as usize;
+            // SAFETY: unmapping the slack before and after our aligned range,
+            // all inside the fresh mapping; then advising the range itself.
+            unsafe {
+                if head > 0 {
+                    libc::munmap(p, head);
+                }
+                if align - head > 0 {
+                    libc::munmap((start + len) as *mut libc::c_void, align - head);
+                }
+                ptr = start as *mut u8;
+                if libc::madvise(ptr.cast(), len, libc::MADV_HUGEPAGE) != 0 {
+                    eprintln!(
+                        "note: --iomem=mmaphuge: MADV_HUGEPAGE refused ({}); 4 KiB pages",
+                        std::io::Error::last_os_error()
+                    );
+                }
+            }
+        }
+        // SAFETY: ptr..ptr+len is our fresh writable mapping; writing faults every page in.
+        unsafe { std::ptr::write_bytes(ptr, 0, len) };
         Ok(HostBuf {
-            ptr: p.cast(),
+            ptr,
             len,
             pinned_by: None,
         })
@@ -129,9 +166,14 @@ pub struct JobMem {
 }
 
 impl JobMem {
-    pub fn host(slots: usize, slot_bytes: usize, gpu: &Arc<dyn Gpu>) -> Result<JobMem, String> {
+    pub fn host(
+        slots: usize,
+        slot_bytes: usize,
+        gpu: &Arc<dyn Gpu>,
+        huge: bool,
+    ) -> Result<JobMem, String> {
         Ok(JobMem {
-            backing: Backing::Host(HostBuf::new(slots * slot_bytes)?),
+            backing: Backing::Host(HostBuf::with_pages(slots * slot_bytes, huge)?),
             slot_bytes,
             slots,
             gpu: gpu.clone(),
@@ -225,6 +267,25 @@ impl Drop for JobMem {
         if let Backing::Device { aux, .. } = &self.backing {
             let _ = self.gpu.stream_synchronize(*aux);
             self.gpu.stream_destroy(*aux);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn huge_host_buffers_are_aligned_writable_and_whole() {
+        for huge in [false, true] {
+            let mut b = HostBuf::with_pages(3 << 20, huge).unwrap();
+            let align = if huge { 2 << 20 } else { 4096 };
+            assert_eq!(b.ptr() as usize % align, 0, "huge {huge}");
+            assert_eq!(b.as_slice().len(), if huge { 4 << 20 } else { 3 << 20 });
+            let n = b.as_slice().len();
+            b.as_mut_slice()[n - 1] = 7;
+            assert!(b.as_slice()[..n - 1].iter().all(|&x| x == 0));
+            assert_eq!(b.as_slice()[n - 1], 7);
         }
     }
 }

@@ -149,6 +149,8 @@ pub struct Options {
     pub ramp_time: Option<Duration>,
     /// `--mem`; `None` = device when a GPU runtime with devices is present.
     pub mem: Option<MemChoice>,
+    /// `--iomem=mmaphuge` (fio's name): host buffers on huge pages.
+    pub iomem_huge: bool,
     pub gpu: i32,
     pub ioengine: IoEngine,
     /// The options as given, in order, for the JSON "job options".
@@ -177,6 +179,7 @@ impl Default for Options {
             group_reporting: false,
             ramp_time: None,
             mem: None,
+            iomem_huge: false,
             gpu: 0,
             ioengine: IoEngine::HipfileSync,
             given: Vec::new(),
@@ -403,6 +406,18 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
                     _ => return Err(format!("--mem: '{value}' is not device or host")),
                 })
             }
+            "iomem" => {
+                o.iomem_huge = match value {
+                    "malloc" | "mmap" => false,
+                    "mmaphuge" => true,
+                    _ => {
+                        return Err(format!(
+                            "--{k}: '{value}' is not malloc, mmap or mmaphuge \
+                             (the ones hipfile-bench has)"
+                        ))
+                    }
+                }
+            }
             "gpu" => o.gpu = parse_uint(&k, value, 0, 1023)? as i32,
             "ioengine" => {
                 o.ioengine = IoEngine::parse(value).ok_or_else(|| {
@@ -463,6 +478,9 @@ fio-style options:
   --verify=0|1           check read data against the pattern; write the pattern and read it back
   --output-format=F      normal|json
   --group_reporting      one report for all jobs
+  --iomem=malloc|mmap|mmaphuge
+                         host buffers: plain pages (default), or transparent huge
+                         pages (madvise; fio's mmaphuge uses hugetlbfs)
 ours:
   --ioengine=E           hipfile-sync|hipfile-async|hipfile-batch|posix|raw|copy (default hipfile-sync)
   --mem=device|host      buffer memory (default device when a GPU is present)
@@ -598,6 +616,17 @@ mod tests {
     }
 
     #[test]
+    fn iomem_picks_the_host_pages() {
+        assert!(!run(&["--filename=f"]).unwrap().iomem_huge);
+        assert!(!run(&["--filename=f", "--iomem=malloc"]).unwrap().iomem_huge);
+        assert!(
+            run(&["--filename=f", "--iomem=mmaphuge"])
+                .unwrap()
+                .iomem_huge
+        );
+    }
+
+    #[test]
     fn raw_defaults_to_direct_unless_told() {
         assert!(run(&["--filename=f", "--ioengine=raw"]).unwrap().direct());
         assert!(!run(&["--filename=f", "--ioengine=raw", "--direct=0"])
@@ -623,6 +652,7 @@ mod tests {
             (&["--filename=f", "--rwmixread=101"], "--rwmixread"),
             (&["--filename=f", "--direct=2"], "--direct"),
             (&["--filename=f", "--mem=gpu"], "--mem"),
+            (&["--filename=f", "--iomem=shmhuge"], "--iomem"),
             (&["--filename=f", "--ioengine=libaio"], "--ioengine"),
             (
                 &["--filename=f", "--output-format=terse"],
