@@ -20,6 +20,8 @@ pub struct Slab {
     classes: Vec<(usize, usize, usize)>,
     /// The GPU runtime that pinned the slab, to unpin it on drop.
     pinned_by: Option<Arc<dyn Gpu>>,
+    /// Huge pages were asked for and the kernel may give them (THP not off).
+    huge: bool,
 }
 
 // SAFETY: the slab is plain memory; the worker that owns it hands slots to the
@@ -74,6 +76,7 @@ impl Slab {
             return Err(std::io::Error::last_os_error());
         }
         let map = p.cast::<u8>();
+        let mut got_huge = false;
         let base = if huge {
             let base = (map as usize).next_multiple_of(HUGE) as *mut u8;
             // SAFETY: advice and first touch on our own fresh mapping; `base +
@@ -85,6 +88,8 @@ impl Slab {
                         "MADV_HUGEPAGE refused ({}); bounce slabs use 4 KiB pages",
                         std::io::Error::last_os_error()
                     );
+                } else {
+                    got_huge = thp_allowed();
                 }
                 std::ptr::write_bytes(base, 0, bytes);
             }
@@ -98,6 +103,7 @@ impl Slab {
             map_bytes,
             classes: table,
             pinned_by: None,
+            huge: got_huge,
         };
         if pin && gpu.has_devices() {
             // SAFETY: the mapping lives until `drop`, which unregisters it first.
@@ -115,6 +121,13 @@ impl Slab {
             }
         }
         Ok(slab)
+    }
+
+    /// The slab asked for transparent huge pages and the kernel has them on
+    /// (`madvise` or `always`): its slots are then (very likely) physically
+    /// contiguous, one block segment per 2 MiB.
+    pub fn huge(&self) -> bool {
+        self.huge
     }
 
     /// All slots.
@@ -191,6 +204,13 @@ impl Drop for Slab {
     }
 }
 
+/// Whether transparent huge pages can back an madvised region: the sysfs
+/// switch is not `[never]` (a kernel without THP has no switch: false).
+fn thp_allowed() -> bool {
+    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .is_ok_and(|t| !t.contains("[never]"))
+}
+
 /// Log (once per process) that io_uring buffer registration failed.
 pub fn log_registration_failure(bytes: usize, err: &std::io::Error) {
     log_once!(
@@ -215,6 +235,7 @@ mod tests {
         for huge in [false, true] {
             let slab = Slab::with_pages(&classes, &gpu, false, huge).unwrap();
             assert_eq!(slab.len(), 7);
+            assert_eq!(slab.huge(), huge && super::thp_allowed());
             if huge {
                 assert_eq!(
                     slab.slot(0) as usize % (2 << 20),

@@ -52,8 +52,28 @@ pub struct File {
     pub is_block_device: bool,
     pub is_regular_file: bool,
     pub mount: MountInfo,
+    /// The block queue's `max_segments` for the device under the file (sysfs),
+    /// when there is one: an O_DIRECT read into 4 KiB pages needs one segment
+    /// per page, and one with more pages than this is split into several
+    /// block requests, which neighbouring reads can then not merge with.
+    pub max_segments: Option<u32>,
     /// I/O operations currently using this file (deregistration refuses while > 0).
     pub inflight: AtomicUsize,
+}
+
+/// The base page size the segment rule counts in.
+const SMALL_PAGE: usize = 4096;
+
+/// `queue/max_segments` of block device `major:minor` (a partition's is its
+/// disk's), or None where sysfs has no block queue for it (network and
+/// virtual filesystems, no /sys).
+fn max_segments(major: u32, minor: u32) -> Option<u32> {
+    let dev = format!("/sys/dev/block/{major}:{minor}");
+    ["queue/max_segments", "../queue/max_segments"]
+        .iter()
+        .find_map(|q| std::fs::read_to_string(format!("{dev}/{q}")).ok())
+        .and_then(|t| t.trim().parse::<u32>().ok())
+        .filter(|&m| m > 0)
 }
 
 fn errno() -> i32 {
@@ -224,8 +244,20 @@ impl File {
             is_block_device,
             is_regular_file,
             mount,
+            max_segments: if is_block_device {
+                max_segments(stx.stx_rdev_major, stx.stx_rdev_minor)
+            } else {
+                max_segments(stx.stx_dev_major, stx.stx_dev_minor)
+            },
             inflight: AtomicUsize::new(0),
         })
+    }
+
+    /// True when an O_DIRECT read of `len` bytes into memory of 4 KiB pages
+    /// would reach the disk as more than one request ([`File::max_segments`]).
+    pub fn splits_on_small_pages(&self, len: usize) -> bool {
+        self.max_segments
+            .is_some_and(|m| len > m as usize * SMALL_PAGE)
     }
 
     /// The O_DIRECT descriptor and its alignment, if O_DIRECT I/O is possible with

@@ -804,3 +804,48 @@ fn a_cold_inline_read_goes_around_the_page_cache() {
     }
     std::fs::remove_file(&path).unwrap();
 }
+
+#[test]
+fn cold_host_reads_the_disk_would_split_go_through_huge_slots() {
+    // A cold O_DIRECT read into 4 KiB pages needs a block segment per page;
+    // past the disk's max_segments it is split. With huge-page slabs the
+    // workers read such a range into a slot (one segment) and copy it out.
+    // The file's max_segments is set here to 16 (64 KiB), so the 256 KiB
+    // chunks of this read qualify; with no limit known they go straight in.
+    let len = 2 << 20;
+    let data = pattern(len, 53);
+    let (path, f) = temp_file("split-bounce", &data);
+    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .is_ok_and(|t| !t.contains("[never]"));
+    for max_segments in [Some(16), None] {
+        // SAFETY: plain advice on our own descriptor (temp_file synced the data).
+        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        let mut file = File::probe(f.as_raw_fd()).unwrap();
+        if file.direct().is_none() {
+            eprintln!("SKIPPED: {} has no O_DIRECT", path.display());
+            return;
+        }
+        file.max_segments = max_segments;
+        let file = Arc::new(file);
+        let e = Engine::with_gpu(small_config(), no_gpu()).unwrap();
+        let mut buf = vec![0u8; len + 4096];
+        let at = (buf.as_mut_ptr() as usize).next_multiple_of(4096);
+        let n = e.read(&file, Memory::Host(at), 1 << 20, 1 << 20).unwrap();
+        assert_eq!(n, 1 << 20);
+        let o = at - buf.as_ptr() as usize;
+        assert!(buf[o..o + n] == data[1 << 20..2 << 20], "{max_segments:?}");
+        let s = e.stats();
+        assert_eq!(s.direct_read_bytes, 1 << 20, "{s:?}");
+        let bounced = max_segments.is_some() && thp;
+        if bounced {
+            assert_eq!(s.bounced_chunks, 4, "{s:?}");
+        } else {
+            assert_eq!(s.bounced_chunks, 0, "{max_segments:?} thp {thp}: {s:?}");
+        }
+        eprintln!(
+            "max_segments {max_segments:?}, THP {thp}: bounced {}",
+            s.bounced_chunks
+        );
+    }
+    std::fs::remove_file(&path).unwrap();
+}
