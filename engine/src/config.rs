@@ -99,11 +99,16 @@ pub struct Config {
 /// Measured defaults (GPU-MACHINE.md, H200 host, 4 GiB page-cache-hot file):
 /// 4 MiB chunks with 12 threads reached 50.0 GB/s of the 54.7 GB/s pinned link
 /// in a C prototype; 1 MiB chunks topped at 41.9 and 16 MiB at 36.0, so the
-/// chunk stays at 4 MiB and the thread count at min(cores, 12).
+/// chunk stays at 4 MiB. Threads: min(cores, 16). With the engine's queue,
+/// 16 workers read a hot file faster than 12 in every paired round on the
+/// H200 (1 GiB sync reads: 43.6–47.6 against 38.1–45.6 GB/s over five
+/// rounds of two runs; bench/RESULTS.md, sessions 13–14), while cold, batch
+/// and 4 KiB random reads measured the same (storage reads stay on
+/// [`DEFAULT_COLD_IO_THREADS`] workers either way).
 pub const DEFAULT_CHUNK_BYTES: usize = 4 << 20;
-pub const DEFAULT_MAX_THREADS: usize = 12;
+pub const DEFAULT_MAX_THREADS: usize = 16;
 /// Two slots overlap one read with one copy, and keep the bounce memory the
-/// CPU actually touches (12 × 2 × 4 MiB = 96 MiB) inside the H200 host's
+/// CPU actually touches (16 × 2 × 4 MiB = 128 MiB) inside the H200 host's
 /// 300 MiB L3: the page-cache copy writes a slot and the DMA reads it from
 /// cache. Four slots (192 MiB, plus the mid-size class) fell out of it: run 8
 /// measured 27.6 GB/s with four and 40.1 with two, and the probe
