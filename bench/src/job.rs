@@ -48,6 +48,8 @@ pub struct Plan {
     pub aligned: bool,
     /// `--iomem=mmaphuge`: host buffers on transparent huge pages.
     pub huge_pages: bool,
+    /// `--fixedbufs=1`: raw registers its buffer with its ring.
+    pub fixedbufs: bool,
 }
 
 /// Live counters for the progress line.
@@ -361,10 +363,12 @@ fn setup(plan: &Plan, index: usize, first_offset: u64) -> Result<Setup, String> 
             }
         }
         IoEngine::Raw => {
-            engines::raw::RawEngine::new(plan.fd, base, slot_bytes, plan.depth).map(|e| {
-                fixed_buffers = Some(e.uses_fixed_buffers());
-                Box::new(e) as Box<dyn Engine>
-            })
+            engines::raw::RawEngine::new(plan.fd, base, slot_bytes, plan.depth, plan.fixedbufs).map(
+                |e| {
+                    fixed_buffers = plan.fixedbufs.then(|| e.uses_fixed_buffers());
+                    Box::new(e) as Box<dyn Engine>
+                },
+            )
         }
         IoEngine::Copy => {
             engines::copy::CopyEngine::new(&plan.gpu, plan.device, base, slot_bytes, plan.depth)

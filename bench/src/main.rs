@@ -481,6 +481,7 @@ fn run(o: &Options) -> Result<(), Fail> {
         verify: o.verify,
         aligned: bs % 4096 == 0 && o.offset % 4096 == 0,
         huge_pages: o.iomem_huge,
+        fixedbufs: o.fixedbufs,
     };
 
     // Run: every job sets up, then all start together.

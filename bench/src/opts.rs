@@ -151,6 +151,8 @@ pub struct Options {
     pub mem: Option<MemChoice>,
     /// `--iomem=mmaphuge` (fio's name): host buffers on huge pages.
     pub iomem_huge: bool,
+    /// `--fixedbufs` (fio's io_uring option): raw registers its buffer.
+    pub fixedbufs: bool,
     pub gpu: i32,
     pub ioengine: IoEngine,
     /// The options as given, in order, for the JSON "job options".
@@ -180,6 +182,7 @@ impl Default for Options {
             ramp_time: None,
             mem: None,
             iomem_huge: false,
+            fixedbufs: false,
             gpu: 0,
             ioengine: IoEngine::HipfileSync,
             given: Vec::new(),
@@ -305,7 +308,7 @@ fn parse_uint(name: &str, v: &str, min: u32, max: u32) -> Result<u32, String> {
 }
 
 /// Options that are flags: `--time_based` means `--time_based=1`.
-const FLAGS: &[&str] = &["time_based", "group_reporting", "thread"];
+const FLAGS: &[&str] = &["time_based", "group_reporting", "thread", "fixedbufs"];
 
 /// Parse the arguments after the program name.
 pub fn parse(args: &[String]) -> Result<Command, String> {
@@ -406,6 +409,7 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
                     _ => return Err(format!("--mem: '{value}' is not device or host")),
                 })
             }
+            "fixedbufs" => o.fixedbufs = parse_bool(&k, value)?,
             "iomem" => {
                 o.iomem_huge = match value {
                     "malloc" | "mmap" => false,
@@ -481,6 +485,7 @@ fio-style options:
   --iomem=malloc|mmap|mmaphuge
                          host buffers: plain pages (default), or transparent huge
                          pages (madvise; fio's mmaphuge uses hugetlbfs)
+  --fixedbufs=0|1        raw: register the buffer with the ring (default 0, as fio)
 ours:
   --ioengine=E           hipfile-sync|hipfile-async|hipfile-batch|posix|raw|copy (default hipfile-sync)
   --mem=device|host      buffer memory (default device when a GPU is present)

@@ -1,7 +1,12 @@
 //! `raw`: the storage limit. io_uring reads/writes (O_DIRECT unless
 //! `--direct=0`) into page-aligned host memory, `iodepth` in flight per job,
-//! no GPU involved. The job's buffer is registered with the ring when the
-//! kernel allows it (READ_FIXED/WRITE_FIXED, as the engine's workers use).
+//! no GPU involved. With `--fixedbufs=1` the job's buffer is registered with
+//! the ring when the kernel allows it (READ_FIXED/WRITE_FIXED, as the
+//! engine's workers use for their slabs). The default is fio's (0): a
+//! registered buffer of 4 KiB pages reaches the block layer one segment per
+//! page, which on a disk with max_segments 254 splits every 1 MiB read in
+//! two, while a plain read merges physically contiguous pages (2-core VM:
+//! 1.22–1.63 GB/s registered, 1.39–1.94 plain, fio 1.58–1.84; bench/RESULTS.md).
 
 use super::{Dir, Done, Engine, Op};
 use io_uring::{opcode, squeue, types, IoUring};
@@ -27,13 +32,19 @@ pub struct RawEngine {
 unsafe impl Send for RawEngine {}
 
 impl RawEngine {
-    pub fn new(fd: i32, base: u64, slot_bytes: usize, slots: usize) -> Result<RawEngine, String> {
+    pub fn new(
+        fd: i32,
+        base: u64,
+        slot_bytes: usize,
+        slots: usize,
+        register: bool,
+    ) -> Result<RawEngine, String> {
         let entries = (slots as u32)
             .next_power_of_two()
             .clamp(8, MAX_RING_ENTRIES);
         let ring = IoUring::new(entries).map_err(|e| format!("io_uring_setup({entries}): {e}"))?;
         let mut fixed = false;
-        if slots <= MAX_FIXED_BUFFERS && slot_bytes <= MAX_FIXED_BUFFER_BYTES {
+        if register && slots <= MAX_FIXED_BUFFERS && slot_bytes <= MAX_FIXED_BUFFER_BYTES {
             let iovs: Vec<libc::iovec> = (0..slots)
                 .map(|i| libc::iovec {
                     // SAFETY: i < slots: inside the job's buffer.
