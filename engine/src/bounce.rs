@@ -59,7 +59,11 @@ impl Slab {
         }
         let bytes = bytes.max(4096);
         const HUGE: usize = 2 << 20;
-        let map_bytes = if huge { bytes + HUGE } else { bytes };
+        // A huge page backs only a whole, aligned 2 MiB of an madvised range:
+        // advise (and touch) whole huge pages, or a slab's tail, and all of a
+        // slab under 2 MiB, would stay on 4 KiB pages.
+        let advised = bytes.next_multiple_of(HUGE);
+        let map_bytes = if huge { advised + HUGE } else { bytes };
         let populate = if huge { 0 } else { libc::MAP_POPULATE };
         // SAFETY: an anonymous private mapping with no address hint has no preconditions.
         let p = unsafe {
@@ -80,9 +84,9 @@ impl Slab {
         let base = if huge {
             let base = (map as usize).next_multiple_of(HUGE) as *mut u8;
             // SAFETY: advice and first touch on our own fresh mapping; `base +
-            // bytes` stays inside it (HUGE bytes of slack were mapped).
+            // advised` stays inside it (HUGE bytes of slack were mapped).
             unsafe {
-                if libc::madvise(base.cast(), bytes, libc::MADV_HUGEPAGE) != 0 {
+                if libc::madvise(base.cast(), advised, libc::MADV_HUGEPAGE) != 0 {
                     log_once!(
                         Level::Info,
                         "MADV_HUGEPAGE refused ({}); bounce slabs use 4 KiB pages",
@@ -91,7 +95,7 @@ impl Slab {
                 } else {
                     got_huge = thp_allowed();
                 }
-                std::ptr::write_bytes(base, 0, bytes);
+                std::ptr::write_bytes(base, 0, advised);
             }
             base
         } else {
@@ -259,6 +263,60 @@ mod tests {
             let iov = slab.iovecs();
             assert_eq!(iov.len(), 7);
             assert_eq!(iov[6].iov_len, (4 << 20) + 8192);
+        }
+    }
+
+    /// The `THPeligible` flag of the mapping of /proc/self/smaps that holds
+    /// `addr` (None where the kernel does not report it).
+    fn thp_eligible(addr: usize) -> Option<bool> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let mut inside = false;
+        for line in smaps.lines() {
+            let range = line.split_whitespace().next().unwrap_or("");
+            if let Some((a, b)) = range.split_once('-') {
+                if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+                {
+                    inside = a <= addr && addr < b;
+                    continue;
+                }
+            }
+            if inside {
+                if let Some(v) = line.strip_prefix("THPeligible:") {
+                    return Some(v.trim() == "1");
+                }
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn every_slot_of_a_huge_slab_may_get_huge_pages() {
+        // A huge page can back only a whole aligned 2 MiB of an madvised
+        // range: a slab advised over its own size only would leave its tail
+        // (and all of a slab under 2 MiB) on 4 KiB pages.
+        if !super::thp_allowed() {
+            eprintln!("THP is off here: the slab is plain memory (Slab::huge() = false)");
+            let gpu: Arc<dyn Gpu> = Arc::new(NoGpu { why: "test".into() });
+            assert!(!Slab::with_pages(&[(1, 1 << 20)], &gpu, false, true)
+                .unwrap()
+                .huge());
+            return;
+        }
+        let gpu: Arc<dyn Gpu> = Arc::new(NoGpu { why: "test".into() });
+        for classes in [
+            vec![(1, 1 << 20)],
+            vec![(3, (1 << 20) + 8192), (1, 64 << 10)],
+        ] {
+            let slab = Slab::with_pages(&classes, &gpu, false, true).unwrap();
+            for i in 0..slab.len() {
+                let last = slab.slot(i) as usize + slab.slot_len(i) - 1;
+                for at in [slab.slot(i) as usize, last] {
+                    match thp_eligible(at) {
+                        Some(e) => assert!(e, "slot {i} of {classes:?}: {at:#x} not THP-eligible"),
+                        None => eprintln!("no THPeligible in smaps: not checked"),
+                    }
+                }
+            }
         }
     }
 }
