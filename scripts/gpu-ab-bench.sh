@@ -6,9 +6,6 @@
 # O_DIRECT read from 4 KiB pages is split on the virtio disk, so the plain
 # raw run understates the disk).
 hot_file
-copy=("${common[@]}" --rw=read --ioengine=copy --mem=device --time_based --runtime=2)
-sync_hot=("${common[@]}" --bs=1G --rw=read --ioengine=hipfile-sync --mem=device --invalidate=0 --time_based --runtime=3)
-batch_hot=("${common[@]}" --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch --mem=device --invalidate=0 --time_based --runtime=3)
 for rep in 1 2 3; do
   run "copy-4m-qd4-$rep" "${copy[@]}" --bs=4M --iodepth=4
   run "sync-hot-1g-$rep" "${sync_hot[@]}"
@@ -18,8 +15,6 @@ for rep in 1 2 3; do
 done
 HIPFILE_HUGE_PAGES=false run sync-hot-1g-nohuge "${sync_hot[@]}"
 HIPFILE_HUGE_PAGES=false run batch-hot-1m-qd128-nohuge "${batch_hot[@]}"
-cold=(--invalidate=1 --time_based --runtime=4)
-rawc=("${common[@]}" --bs=1M --iodepth=32 --rw=read --ioengine=raw --direct=1 --mem=host "${cold[@]}")
 syncc=("${common[@]}" --bs=1G --rw=read --ioengine=hipfile-sync --mem=device "${cold[@]}")
 batchc=("${common[@]}" --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch --mem=device "${cold[@]}")
 for rep in 1 2; do
@@ -36,22 +31,11 @@ drop; run raw-cold-huge-3 "${rawc[@]}" --iomem=mmaphuge
 hostc=("${common[@]}" --bs=1M --iodepth=32 --rw=read --ioengine=hipfile-batch --direct=1 --mem=host "${cold[@]}")
 drop; run host-batch-cold "${hostc[@]}"
 drop; HIPFILE_HUGE_PAGES=false run host-batch-cold-nohuge "${hostc[@]}"
-rand=("${common[@]}" --bs=4k --iodepth=128 --rw=randread --ioengine=hipfile-batch --direct=1 --mem=device --time_based --runtime=4)
-rawrand=("${common[@]}" --bs=4k --iodepth=128 --rw=randread --ioengine=raw --direct=1 --mem=host --time_based --runtime=4)
 for rep in 1 2; do
   drop; run "raw-rand4k-qd128-$rep" "${rawrand[@]}"
   drop; run "batch-rand4k-qd128-$rep" "${rand[@]}"
   drop; HIPFILE_IO_THREADS=16 run "batch-rand4k-qd128-16thr-$rep" "${rand[@]}"
 done
 drop; run raw-rand4k-qd128-3 "${rawrand[@]}"
-drop; run sync-rand4k-qd1 "${common[@]}" --bs=4k --iodepth=1 --rw=randread --ioengine=hipfile-sync --direct=1 --mem=device --time_based --runtime=3
-drop; run posix-rand4k-qd1 "${common[@]}" --bs=4k --iodepth=1 --rw=randread --ioengine=posix --direct=1 --mem=device --time_based --runtime=3
-W="$WORK/write-2g"
-wc=(--filename="$W" --size=2G)
-run copy-d2h "${common[@]}" --bs=4M --iodepth=4 --rw=write --ioengine=copy --mem=device --time_based --runtime=2
-for rep in 1 2; do
-  run "raw-write-$rep" "${wc[@]}" --bs=1M --iodepth=32 --rw=write --ioengine=raw --direct=1 --mem=host
-  run "raw-write-huge-$rep" "${wc[@]}" --bs=1M --iodepth=32 --rw=write --ioengine=raw --direct=1 --mem=host --iomem=mmaphuge
-  run "sync-write-buffered-$rep" "${wc[@]}" --bs=256M --rw=write --ioengine=hipfile-sync --mem=device --direct=0
-  run "sync-write-direct-$rep" "${wc[@]}" --bs=256M --rw=write --ioengine=hipfile-sync --mem=device --direct=1
-done
+latency_qd1
+write_rounds 2

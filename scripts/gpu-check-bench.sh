@@ -6,9 +6,6 @@
 # and huge-page bounce slabs (HIPFILE_HUGE_PAGES), which merged cold 1 MiB
 # reads into ~3.4 MiB block requests on the 2-core VM's virtio disk.
 hot_file
-copy=("${common[@]}" --rw=read --ioengine=copy --mem=device --time_based --runtime=2)
-sync_hot=("${common[@]}" --bs=1G --rw=read --ioengine=hipfile-sync --mem=device --invalidate=0 --time_based --runtime=3)
-batch_hot=("${common[@]}" --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch --mem=device --invalidate=0 --time_based --runtime=3)
 for rep in 1 2; do
   run "copy-4m-qd4-$rep" "${copy[@]}" --bs=4M --iodepth=4
   run "sync-hot-1g-$rep" "${sync_hot[@]}"
@@ -19,16 +16,12 @@ for rep in 1 2; do
 done
 run batch-hot-4m-qd32 "${common[@]}" --bs=4M --iodepth=32 --rw=read --ioengine=hipfile-batch --mem=device --invalidate=0 --time_based --runtime=3
 run async-hot-64m-4jobs "${common[@]}" --bs=64M --iodepth=1 --numjobs=4 --group_reporting --rw=read --ioengine=hipfile-async --mem=device --invalidate=0 --time_based --runtime=3
-rand=("${common[@]}" --bs=4k --iodepth=128 --rw=randread --ioengine=hipfile-batch --direct=1 --mem=device --time_based --runtime=4)
-rawrand=("${common[@]}" --bs=4k --iodepth=128 --rw=randread --ioengine=raw --direct=1 --mem=host --time_based --runtime=4)
 for rep in 1 2; do
   drop; run "raw-rand4k-qd128-$rep" "${rawrand[@]}"
   drop; run "batch-rand4k-qd128-$rep" "${rand[@]}"
 done
 drop; HIPFILE_COLD_IO_THREADS=0 run batch-rand4k-qd128-allworkers "${rand[@]}"
 drop; run raw-rand4k-qd128-3 "${rawrand[@]}"
-cold=(--invalidate=1 --time_based --runtime=4)
-rawc=("${common[@]}" --bs=1M --iodepth=32 --rw=read --ioengine=raw --direct=1 --mem=host "${cold[@]}")
 drop; run raw-cold-1 "${rawc[@]}"
 drop; run sync-cold "${common[@]}" --bs=1G --rw=read --ioengine=hipfile-sync --mem=device "${cold[@]}"
 drop; run batch-cold "${common[@]}" --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch --mem=device "${cold[@]}"

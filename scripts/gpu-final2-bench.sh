@@ -3,9 +3,6 @@
 # the link's own rate for 1 MiB copies on 16 streams (what a batch of 1 MiB
 # entries is copied as), for the same-run ratio of the 1 MiB batch.
 hot_file
-copy=("${common[@]}" --rw=read --ioengine=copy --mem=device --time_based --runtime=2)
-sync_hot=("${common[@]}" --bs=1G --rw=read --ioengine=hipfile-sync --mem=device --invalidate=0 --time_based --runtime=3)
-batch_hot=("${common[@]}" --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch --mem=device --invalidate=0 --time_based --runtime=3)
 for rep in 1 2 3; do
   run "copy-4m-qd4-$rep" "${copy[@]}" --bs=4M --iodepth=4
   run "copy-1m-16jobs-qd8-$rep" "${copy[@]}" --bs=1M --iodepth=8 --numjobs=16 --group_reporting
@@ -15,8 +12,6 @@ done
 run batch-hot-4m-qd32 "${common[@]}" --bs=4M --iodepth=32 --rw=read --ioengine=hipfile-batch --mem=device --invalidate=0 --time_based --runtime=3
 run async-hot-64m-4jobs "${common[@]}" --bs=64M --iodepth=1 --numjobs=4 --group_reporting --rw=read --ioengine=hipfile-async --mem=device --invalidate=0 --time_based --runtime=3
 run posix-hot-16m "${common[@]}" --bs=16M --rw=read --ioengine=posix --mem=device --invalidate=0 --time_based --runtime=3
-cold=(--invalidate=1 --time_based --runtime=4)
-rawc=("${common[@]}" --bs=1M --iodepth=32 --rw=read --ioengine=raw --direct=1 --mem=host "${cold[@]}")
 for rep in 1 2; do
   drop; run "raw-cold-$rep" "${rawc[@]}"
   drop; run "raw-cold-huge-$rep" "${rawc[@]}" --iomem=mmaphuge
@@ -24,15 +19,12 @@ for rep in 1 2; do
   drop; run "batch-cold-$rep" "${common[@]}" --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch --mem=device "${cold[@]}"
 done
 drop; run raw-cold-huge-3 "${rawc[@]}" --iomem=mmaphuge
-rand=("${common[@]}" --bs=4k --iodepth=128 --rw=randread --ioengine=hipfile-batch --direct=1 --mem=device --time_based --runtime=4)
-rawrand=("${common[@]}" --bs=4k --iodepth=128 --rw=randread --ioengine=raw --direct=1 --mem=host --time_based --runtime=4)
 for rep in 1 2; do
   drop; run "raw-rand4k-qd128-$rep" "${rawrand[@]}"
   drop; run "batch-rand4k-qd128-$rep" "${rand[@]}"
 done
 drop; run raw-rand4k-qd128-3 "${rawrand[@]}"
-drop; run sync-rand4k-qd1 "${common[@]}" --bs=4k --iodepth=1 --rw=randread --ioengine=hipfile-sync --direct=1 --mem=device --time_based --runtime=3
-drop; run posix-rand4k-qd1 "${common[@]}" --bs=4k --iodepth=1 --rw=randread --ioengine=posix --direct=1 --mem=device --time_based --runtime=3
+latency_qd1
 W="$WORK/write-2g"
 wc=(--filename="$W" --size=2G)
 run copy-d2h "${common[@]}" --bs=4M --iodepth=4 --rw=write --ioengine=copy --mem=device --time_based --runtime=2

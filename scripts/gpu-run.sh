@@ -75,13 +75,39 @@ PY
   }
   # Shared start of the measurement lists: the 4 GiB file, page-cache hot, and the table header.
   common=(--filename="$F" --size=4G)
+  # The shapes the target lists share (a list may redefine any of them).
+  copy=("${common[@]}" --rw=read --ioengine=copy --mem=device --time_based --runtime=2)
+  sync_hot=("${common[@]}" --bs=1G --rw=read --ioengine=hipfile-sync --mem=device --invalidate=0 --time_based --runtime=3)
+  batch_hot=("${common[@]}" --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch --mem=device --invalidate=0 --time_based --runtime=3)
+  cold=(--invalidate=1 --time_based --runtime=4)
+  rawc=("${common[@]}" --bs=1M --iodepth=32 --rw=read --ioengine=raw --direct=1 --mem=host "${cold[@]}")
+  rand=("${common[@]}" --bs=4k --iodepth=128 --rw=randread --ioengine=hipfile-batch --direct=1 --mem=device --time_based --runtime=4)
+  rawrand=("${common[@]}" --bs=4k --iodepth=128 --rw=randread --ioengine=raw --direct=1 --mem=host --time_based --runtime=4)
   hot_file() {
     [ -f "$F" ] || "$B" "${common[@]}" --bs=16M --rw=read --ioengine=posix --mem=host --invalidate=0 --loops=1 > "$OUT/create.txt" 2>&1
     cat "$F" > /dev/null; cat "$F" > /dev/null
     echo "| run | dir | bandwidth | IOPS | p50 | p99 | cpu |" >> "$OUT/summary.md"
     echo "|---|---|---|---|---|---|---|" >> "$OUT/summary.md"
   }
-  # The measurement lists live in scripts/gpu-*bench.sh (they use B, F, WORK, common, hot_file, run, drop).
+  # Blocks several lists share: target 5's 4 KiB cold sync reads against posix,
+  # and writes from device memory against the D2H link and the raw disk
+  # (N rounds of raw, raw on huge pages, buffered and O_DIRECT sync writes).
+  latency_qd1() {
+    drop; run sync-rand4k-qd1 "${common[@]}" --bs=4k --iodepth=1 --rw=randread --ioengine=hipfile-sync --direct=1 --mem=device --time_based --runtime=3
+    drop; run posix-rand4k-qd1 "${common[@]}" --bs=4k --iodepth=1 --rw=randread --ioengine=posix --direct=1 --mem=device --time_based --runtime=3
+  }
+  write_rounds() {
+    local wc=(--filename="$WORK/write-2g" --size=2G)
+    run copy-d2h "${common[@]}" --bs=4M --iodepth=4 --rw=write --ioengine=copy --mem=device --time_based --runtime=2
+    for rep in $(seq "$1"); do
+      run "raw-write-$rep" "${wc[@]}" --bs=1M --iodepth=32 --rw=write --ioengine=raw --direct=1 --mem=host
+      run "raw-write-huge-$rep" "${wc[@]}" --bs=1M --iodepth=32 --rw=write --ioengine=raw --direct=1 --mem=host --iomem=mmaphuge
+      run "sync-write-buffered-$rep" "${wc[@]}" --bs=256M --rw=write --ioengine=hipfile-sync --mem=device --direct=0
+      run "sync-write-direct-$rep" "${wc[@]}" --bs=256M --rw=write --ioengine=hipfile-sync --mem=device --direct=1
+    done
+  }
+  # The measurement lists live in scripts/gpu-*bench.sh (they use B, F, WORK, common, hot_file, run, drop,
+  # latency_qd1, write_rounds).
   for w in "${lists[@]}"; do . "$(list_file "$w")"; done
   tar -C "$WORK" -czf "$OUT/bench-json.tar.gz" json
 fi
