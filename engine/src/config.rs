@@ -49,12 +49,11 @@ pub struct Config {
     /// and device transfers go inline only up to [`INLINE_OTHER_MAX_BYTES`].
     /// 0 disables. `HIPFILE_INLINE_KB`.
     pub inline_max_bytes: usize,
-    /// Page-cache reads a worker starts before handing their bytes to the GPU:
-    /// 1 starts each slot's H2D copy right after its read, while the bytes are
-    /// still in the CPU caches; 0 (the default) means no limit (every granted
-    /// slot's read in one submission). On the H200 the two measured the same
-    /// (bench/RESULTS.md, pass run), so the long-tested behaviour stays the
-    /// default. `HIPFILE_CACHED_READS_PER_PASS`.
+    /// Page-cache reads a worker starts per pass (one `io_uring_enter`)
+    /// before handing their bytes to the GPU: n > 0 at most n; 0 (the
+    /// default) no limit while the worker has GPU copies on their way, and
+    /// one alone when it has none, so the link does not wait for two reads
+    /// at the start of a request. `HIPFILE_CACHED_READS_PER_PASS`.
     pub cached_reads_per_pass: usize,
     /// A worker with nothing in the kernel polls its oldest GPU copy (and the
     /// queue) instead of sleeping on the copy's event: it notices the copy,

@@ -215,8 +215,10 @@ struct Worker {
     streams: HashMap<i32, Stream>,
     events: HashMap<(usize, i32), Event>,
     cqes: Vec<Cqe>,
-    /// `grant_slots` stopped at `cached_reads_per_pass`: the run loop grants again.
+    /// `grant_slots` stopped at its page-cache read limit: the run loop grants again.
     withheld: bool,
+    /// Page-cache reads granted since the ring was last entered (one pass).
+    cached_this_pass: usize,
     /// Bytes of the host-memory chunks this worker holds (it takes more from
     /// the queue only up to `slots_per_worker` chunks' worth; a device chunk
     /// is bounded by the slots themselves).
@@ -349,6 +351,7 @@ impl Worker {
             events: HashMap::new(),
             cqes: Vec::new(),
             withheld: false,
+            cached_this_pass: 0,
             host_bytes: 0,
             queue,
         })
@@ -447,6 +450,7 @@ impl Worker {
             if let Err(e) = r {
                 log_once!(Level::Error, "io_uring_enter failed: {e}");
             }
+            self.cached_this_pass = 0;
             let mut cqes = std::mem::take(&mut self.cqes);
             self.ring.reap(&mut cqes);
             for c in cqes.drain(..) {
@@ -483,6 +487,7 @@ impl Worker {
         if let Err(e) = self.ring.submit() {
             log_once!(Level::Error, "io_uring submit failed: {e}");
         }
+        self.cached_this_pass = 0;
     }
 
     fn admit(&mut self, chunk: Chunk) {
@@ -534,21 +539,18 @@ impl Worker {
     /// smallest free slot its data fits in, so small I/O keeps flowing while
     /// large slots are busy.
     ///
-    /// At most `cached_reads_per_pass` (0, the default: no limit) page-cache reads are granted per pass: the kernel copies a
-    /// cached read inline, inside the next `io_uring_enter`, so several queued
-    /// together would all be copied before the first GPU copy could start, and
-    /// the first slot's bytes would have left the CPU caches by then. One at a
-    /// time, each slot's H2D copy starts right after its read, while the bytes
-    /// are still in cache, and overlaps the next read (the run loop calls this
-    /// again after every completion).
+    /// Page-cache reads are limited per pass ([`Worker::cached_limit`]): the
+    /// kernel copies a cached read inline, inside the next `io_uring_enter`,
+    /// so reads queued together are all copied before the first of their GPU
+    /// copies can start.
     fn grant_slots(&mut self) {
-        let mut cached_left = match self.cfg.cached_reads_per_pass {
-            0 => usize::MAX,
-            n => n,
-        };
         self.withheld = false;
         let mut i = 0;
         while i < self.need_slot.len() && self.free.iter().any(|f| !f.is_empty()) {
+            if self.cached_this_pass >= self.cached_limit() {
+                self.withheld = true;
+                break;
+            }
             let id = self.need_slot[i];
             let len = self.table[id].as_ref().map_or(0, |a| a.chunk.len);
             let Some(slot) = self.fitting_class(len).and_then(|k| self.free[k].pop()) else {
@@ -567,12 +569,23 @@ impl Worker {
                 .as_ref()
                 .is_some_and(|a| matches!(a.phase, Phase::NowaitRead | Phase::BufferedRead));
             if cached_read {
-                cached_left -= 1;
-                if cached_left == 0 {
-                    self.withheld = true;
-                    break;
-                }
+                self.cached_this_pass += 1;
             }
+        }
+    }
+
+    /// Page-cache reads one pass may start. `cached_reads_per_pass` when set;
+    /// by default none while GPU copies are on their way (a worker in full
+    /// flow reads what it can), but one alone when nothing is: then the link
+    /// waits for this worker's first read, and a second read queued with it
+    /// would double that wait. Each request of a synchronous 1 GiB read
+    /// starts that way on every worker: two 4 MiB page-cache copies (2 × 1.2
+    /// ms on the H200) passed before its first byte reached the GPU.
+    fn cached_limit(&self) -> usize {
+        match self.cfg.cached_reads_per_pass {
+            0 if self.copying.is_empty() && self.unflushed.is_empty() => 1,
+            0 => usize::MAX,
+            n => n,
         }
     }
 

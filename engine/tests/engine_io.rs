@@ -849,3 +849,75 @@ fn cold_host_reads_the_disk_would_split_go_through_huge_slots() {
     }
     std::fs::remove_file(&path).unwrap();
 }
+
+/// Passes completions through and notes, for each one, how many GPU copies
+/// the test device had been given by then.
+struct CopiesSeen {
+    gpu: Arc<TestGpu>,
+    seen: Arc<std::sync::Mutex<Vec<u64>>>,
+}
+
+impl FaultPlan for CopiesSeen {
+    fn on_complete(&mut self, op: &Op, cqe: Cqe, out: &mut Vec<Cqe>) {
+        if matches!(op, Op::Read { .. }) {
+            self.seen.lock().unwrap().push(self.gpu.copies_issued());
+        }
+        out.push(cqe);
+    }
+    fn flush(&mut self, _out: &mut Vec<Cqe>) {}
+    fn holding(&self) -> usize {
+        0
+    }
+}
+
+#[test]
+fn an_idle_worker_starts_its_first_copy_after_one_page_cache_read() {
+    // One worker, two slots, a two-chunk read from the page cache into device
+    // memory. The kernel copies a cached read inside io_uring_enter, so two
+    // reads submitted together both finish before the first GPU copy can
+    // start. With no copy on its way the worker must submit one read alone,
+    // copy it, and read the second meanwhile: the second read's completion
+    // then finds the first chunk's copy already issued.
+    let chunk = 256 << 10;
+    let data = pattern(2 * chunk, 17);
+    let (path, f) = temp_file("first-copy", &data);
+    let gpu = Arc::new(TestGpu::new(1));
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (g, s) = (gpu.clone(), seen.clone());
+    let factory: FaultFactory = Arc::new(move |_| {
+        Some(Box::new(CopiesSeen {
+            gpu: g.clone(),
+            seen: s.clone(),
+        }) as Box<dyn FaultPlan>)
+    });
+    let cfg = Config {
+        io_threads: 1,
+        chunk_bytes: chunk,
+        slots_per_worker: 2,
+        small_slots_per_worker: 0,
+        mid_slots_per_worker: 0,
+        read_mode: ReadMode::Buffered,
+        ..Config::default()
+    };
+    assert_eq!(cfg.cached_reads_per_pass, 0, "the default is under test");
+    let e = Engine::with_faults(cfg, gpu.clone(), Some(factory)).unwrap();
+    let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
+    let dev = gpu.device_alloc(0, 2 * chunk).unwrap();
+    let mem = Memory::Device {
+        ptr: dev,
+        device: 0,
+    };
+    assert_eq!(e.read(&file, mem, 2 * chunk, 0).unwrap(), 2 * chunk);
+    assert_eq!(gpu.read_device(dev, 2 * chunk), data);
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "two page-cache reads: {seen:?}");
+    assert_eq!(seen[0], 0, "{seen:?}");
+    assert!(
+        seen[1] >= 1,
+        "the second read finished before the first chunk's copy was issued: {seen:?}"
+    );
+    drop(e);
+    // SAFETY: no I/O uses the allocation any more.
+    unsafe { gpu.device_free(dev).unwrap() };
+    std::fs::remove_file(&path).unwrap();
+}
