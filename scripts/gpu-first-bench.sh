@@ -1,15 +1,14 @@
-# Sourced by scripts/gpu-run.sh (arg "first"): an idle worker submitting one
-# page-cache read alone (this build) against the build before it
-# (.carry/hipfile-bench-prev: two reads in the first submission), interleaved,
-# on hot 1 GiB sync reads, where every request starts with idle workers.
+# Sourced by scripts/gpu-run.sh (arg "first"): HIPFILE_FIRST_READ_ALONE (an
+# idle worker submits one page-cache read alone, so its first GPU copy does
+# not wait for two) against the default, interleaved, on hot 1 GiB sync reads
+# (every request starts with idle workers) and hot 1 MiB batches.
 hot_file
-P="$C/hipfile-bench-prev"
 for rep in 1 2 3; do
   run "copy-4m-qd4-$rep" "${copy[@]}" --bs=4M --iodepth=4
-  run "sync-hot-1g-new-$rep" "${sync_hot[@]}"
-  B="$P" run "sync-hot-1g-prev-$rep" "${sync_hot[@]}"
+  HIPFILE_FIRST_READ_ALONE=true run "sync-hot-1g-alone-$rep" "${sync_hot[@]}"
+  run "sync-hot-1g-$rep" "${sync_hot[@]}"
 done
 for rep in 1 2; do
-  run "batch-hot-1m-qd128-new-$rep" "${batch_hot[@]}"
-  B="$P" run "batch-hot-1m-qd128-prev-$rep" "${batch_hot[@]}"
+  HIPFILE_FIRST_READ_ALONE=true run "batch-hot-1m-qd128-alone-$rep" "${batch_hot[@]}"
+  run "batch-hot-1m-qd128-$rep" "${batch_hot[@]}"
 done

@@ -51,10 +51,15 @@ pub struct Config {
     pub inline_max_bytes: usize,
     /// Page-cache reads a worker starts per pass (one `io_uring_enter`)
     /// before handing their bytes to the GPU: n > 0 at most n; 0 (the
-    /// default) no limit while the worker has GPU copies on their way, and
-    /// one alone when it has none, so the link does not wait for two reads
-    /// at the start of a request. `HIPFILE_CACHED_READS_PER_PASS`.
+    /// default) no limit (but see `first_read_alone`).
+    /// `HIPFILE_CACHED_READS_PER_PASS`.
     pub cached_reads_per_pass: usize,
+    /// A worker with no GPU copy on its way submits one page-cache read
+    /// alone, so its first copy starts after one read, not two (at the start
+    /// of every synchronous request: 2 × 1.2 ms per 4 MiB pair on the H200).
+    /// Off until measured on the H200 (`scripts/gpu-run.sh first`).
+    /// `HIPFILE_FIRST_READ_ALONE`.
+    pub first_read_alone: bool,
     /// A worker with nothing in the kernel polls its oldest GPU copy (and the
     /// queue) instead of sleeping on the copy's event: it notices the copy,
     /// and new work, sooner, at the price of a busy core while it waits.
@@ -160,6 +165,7 @@ impl Default for Config {
             mid_slots_per_worker: 8,
             inline_max_bytes: default_inline_bytes(cores.clamp(1, DEFAULT_MAX_THREADS)),
             cached_reads_per_pass: 0,
+            first_read_alone: false,
             poll_copies: false,
             ring_entries: 128,
             read_mode: ReadMode::Auto,
@@ -317,6 +323,7 @@ impl Config {
         c.register_buffers = env_bool(env, "HIPFILE_REGISTER_BUFFERS", c.register_buffers);
         c.pin_buffers = env_bool(env, "HIPFILE_PIN_BUFFERS", c.pin_buffers);
         c.huge_pages = env_bool(env, "HIPFILE_HUGE_PAGES", c.huge_pages);
+        c.first_read_alone = env_bool(env, "HIPFILE_FIRST_READ_ALONE", c.first_read_alone);
         c.write_sync = env_bool(env, "HIPFILE_WRITE_SYNC", c.write_sync);
         c.poll_copies = env_bool(env, "HIPFILE_POLL_COPIES", c.poll_copies);
         c.allow_compat_mode = env_bool(env, "HIPFILE_ALLOW_COMPAT_MODE", c.allow_compat_mode);
@@ -565,6 +572,9 @@ mod tests {
     #[test]
     fn cached_reads_per_pass_defaults_to_unlimited_and_is_clamped() {
         assert_eq!(Config::default().cached_reads_per_pass, 0);
+        assert!(!Config::default().first_read_alone);
+        let on: &[(&str, &str)] = &[("HIPFILE_FIRST_READ_ALONE", "true")];
+        assert!(Config::from_env_with(on).first_read_alone);
         let env: &[(&str, &str)] = &[("HIPFILE_CACHED_READS_PER_PASS", "1")];
         assert_eq!(Config::from_env_with(env).cached_reads_per_pass, 1);
         let env: &[(&str, &str)] = &[("HIPFILE_CACHED_READS_PER_PASS", "100")];

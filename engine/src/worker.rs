@@ -574,16 +574,21 @@ impl Worker {
         }
     }
 
-    /// Page-cache reads one pass may start. `cached_reads_per_pass` when set;
-    /// by default none while GPU copies are on their way (a worker in full
-    /// flow reads what it can), but one alone when nothing is: then the link
-    /// waits for this worker's first read, and a second read queued with it
-    /// would double that wait. Each request of a synchronous 1 GiB read
-    /// starts that way on every worker: two 4 MiB page-cache copies (2 × 1.2
-    /// ms on the H200) passed before its first byte reached the GPU.
+    /// Page-cache reads one pass may start: `cached_reads_per_pass` when set,
+    /// else no limit, except with `first_read_alone` while no GPU copy is on
+    /// its way: then the link waits for this worker's first read, and a
+    /// second read queued with it would double that wait. Each request of a
+    /// synchronous 1 GiB read starts that way on every worker: two 4 MiB
+    /// page-cache copies (2 × 1.2 ms on the H200) pass before its first byte
+    /// can reach the GPU.
     fn cached_limit(&self) -> usize {
         match self.cfg.cached_reads_per_pass {
-            0 if self.copying.is_empty() && self.unflushed.is_empty() => 1,
+            0 if self.cfg.first_read_alone
+                && self.copying.is_empty()
+                && self.unflushed.is_empty() =>
+            {
+                1
+            }
             0 => usize::MAX,
             n => n,
         }

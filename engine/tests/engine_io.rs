@@ -870,14 +870,9 @@ impl FaultPlan for CopiesSeen {
     }
 }
 
-#[test]
-fn an_idle_worker_starts_its_first_copy_after_one_page_cache_read() {
-    // One worker, two slots, a two-chunk read from the page cache into device
-    // memory. The kernel copies a cached read inside io_uring_enter, so two
-    // reads submitted together both finish before the first GPU copy can
-    // start. With no copy on its way the worker must submit one read alone,
-    // copy it, and read the second meanwhile: the second read's completion
-    // then finds the first chunk's copy already issued.
+/// For a two-chunk page-cache read into device memory on one worker: how
+/// many GPU copies had been issued when each read completed.
+fn copies_seen_at_read_completions(first_read_alone: bool) -> Vec<u64> {
     let chunk = 256 << 10;
     let data = pattern(2 * chunk, 17);
     let (path, f) = temp_file("first-copy", &data);
@@ -897,9 +892,9 @@ fn an_idle_worker_starts_its_first_copy_after_one_page_cache_read() {
         small_slots_per_worker: 0,
         mid_slots_per_worker: 0,
         read_mode: ReadMode::Buffered,
+        first_read_alone,
         ..Config::default()
     };
-    assert_eq!(cfg.cached_reads_per_pass, 0, "the default is under test");
     let e = Engine::with_faults(cfg, gpu.clone(), Some(factory)).unwrap();
     let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
     let dev = gpu.device_alloc(0, 2 * chunk).unwrap();
@@ -909,15 +904,29 @@ fn an_idle_worker_starts_its_first_copy_after_one_page_cache_read() {
     };
     assert_eq!(e.read(&file, mem, 2 * chunk, 0).unwrap(), 2 * chunk);
     assert_eq!(gpu.read_device(dev, 2 * chunk), data);
-    let seen = seen.lock().unwrap().clone();
-    assert_eq!(seen.len(), 2, "two page-cache reads: {seen:?}");
-    assert_eq!(seen[0], 0, "{seen:?}");
-    assert!(
-        seen[1] >= 1,
-        "the second read finished before the first chunk's copy was issued: {seen:?}"
-    );
     drop(e);
     // SAFETY: no I/O uses the allocation any more.
     unsafe { gpu.device_free(dev).unwrap() };
     std::fs::remove_file(&path).unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "two page-cache reads: {seen:?}");
+    seen
+}
+
+#[test]
+fn an_idle_worker_can_start_its_first_copy_after_one_page_cache_read() {
+    // The kernel copies a cached read inside io_uring_enter, so two reads
+    // submitted together both finish before the first GPU copy can start.
+    // With HIPFILE_FIRST_READ_ALONE a worker with no copy on its way submits
+    // one read alone, copies it, and reads the second meanwhile: the second
+    // read's completion then finds the first chunk's copy issued. Without it
+    // (the default) both reads go in one submission.
+    let alone = copies_seen_at_read_completions(true);
+    assert_eq!(alone[0], 0, "{alone:?}");
+    assert!(
+        alone[1] >= 1,
+        "the second read finished before the first chunk's copy was issued: {alone:?}"
+    );
+    let together = copies_seen_at_read_completions(false);
+    assert_eq!(together, vec![0, 0], "both reads in one submission");
 }
