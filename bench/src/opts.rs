@@ -153,6 +153,9 @@ pub struct Options {
     pub iomem_huge: bool,
     /// `--fixedbufs` (fio's io_uring option): raw registers its buffer.
     pub fixedbufs: bool,
+    /// `--main_tick`: how often the main thread wakes while jobs run (fio's
+    /// status loop: 10 ms); zero = it sleeps until they finish.
+    pub main_tick: Duration,
     pub gpu: i32,
     pub ioengine: IoEngine,
     /// The options as given, in order, for the JSON "job options".
@@ -183,6 +186,7 @@ impl Default for Options {
             mem: None,
             iomem_huge: false,
             fixedbufs: false,
+            main_tick: Duration::from_millis(10),
             gpu: 0,
             ioengine: IoEngine::HipfileSync,
             given: Vec::new(),
@@ -410,6 +414,9 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
                 })
             }
             "fixedbufs" => o.fixedbufs = parse_bool(&k, value)?,
+            "main_tick" => {
+                o.main_tick = parse_time(value).map_err(|e| format!("--main_tick: {e}"))?
+            }
             "iomem" => {
                 o.iomem_huge = match value {
                     "malloc" | "mmap" => false,
@@ -490,6 +497,8 @@ ours:
   --ioengine=E           hipfile-sync|hipfile-async|hipfile-batch|posix|raw|copy (default hipfile-sync)
   --mem=device|host      buffer memory (default device when a GPU is present)
   --gpu=N                GPU ordinal (default 0)
+  --main_tick=T          the main thread wakes every T while jobs run, as fio's
+                         status loop does (default 10ms; 0: it sleeps until they end)
 ";
 
 #[cfg(test)]
@@ -629,6 +638,31 @@ mod tests {
                 .unwrap()
                 .iomem_huge
         );
+    }
+
+    #[test]
+    fn fixedbufs_is_off_unless_asked_as_in_fio() {
+        assert!(!run(&["--filename=f"]).unwrap().fixedbufs);
+        assert!(run(&["--filename=f", "--fixedbufs=1"]).unwrap().fixedbufs);
+        assert!(run(&["--filename=f", "--fixedbufs"]).unwrap().fixedbufs);
+        assert!(run(&["--filename=f", "--fixedbufs=2"]).is_err());
+    }
+
+    #[test]
+    fn main_tick_defaults_to_fios_status_loop() {
+        assert_eq!(
+            run(&["--filename=f"]).unwrap().main_tick,
+            Duration::from_millis(10)
+        );
+        assert!(run(&["--filename=f", "--main_tick=0"])
+            .unwrap()
+            .main_tick
+            .is_zero());
+        assert_eq!(
+            run(&["--filename=f", "--main_tick=2ms"]).unwrap().main_tick,
+            Duration::from_millis(2)
+        );
+        assert!(run(&["--filename=f", "--main_tick=x"]).is_err());
     }
 
     #[test]
