@@ -515,8 +515,8 @@ fn run(o: &Options) -> Result<(), Fail> {
         // does (its status loop sleeps 10 ms at a time). On a VM whose idle
         // vCPUs are slow to wake this is not neutral: a plain O_DIRECT pread
         // loop ran at 1.51–1.57 GB/s alone and at 2.00–2.28 with a 10 ms
-        // waker beside it (2-core dev VM, bench/RESULTS.md), so without it
-        // a comparison with fio measures the wake-ups, not the I/O.
+        // waker beside it (2-core dev VM, bench/RESULTS.md), so the bench
+        // keeps fio's process structure in this respect.
         if !o.main_tick.is_zero() {
             while !handles.iter().all(|h| h.is_finished()) {
                 std::thread::sleep(o.main_tick);
