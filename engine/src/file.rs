@@ -68,10 +68,15 @@ const SMALL_PAGE: usize = 4096;
 /// disk's), or None where sysfs has no block queue for it (network and
 /// virtual filesystems, no /sys).
 fn max_segments(major: u32, minor: u32) -> Option<u32> {
-    let dev = format!("/sys/dev/block/{major}:{minor}");
+    max_segments_under(std::path::Path::new("/sys"), major, minor)
+}
+
+/// [`max_segments`] in a sysfs tree mounted at `sys`.
+fn max_segments_under(sys: &std::path::Path, major: u32, minor: u32) -> Option<u32> {
+    let dev = sys.join(format!("dev/block/{major}:{minor}"));
     ["queue/max_segments", "../queue/max_segments"]
         .iter()
-        .find_map(|q| std::fs::read_to_string(format!("{dev}/{q}")).ok())
+        .find_map(|q| std::fs::read_to_string(dev.join(q)).ok())
         .and_then(|t| t.trim().parse::<u32>().ok())
         .filter(|&m| m > 0)
 }
@@ -372,6 +377,29 @@ mod tests {
         assert_eq!(parse_mountinfo(MI, 0, 21).unwrap().fs_type, "tmpfs");
         assert_eq!(parse_mountinfo(MI, 8, 3).unwrap().fs_type, "xfs");
         assert!(parse_mountinfo(MI, 9, 9).is_none());
+    }
+
+    #[test]
+    fn max_segments_comes_from_the_disk_or_its_partition_s_parent() {
+        // A sysfs tree as the kernel lays it out: dev/block/M:m links into
+        // devices/; a partition's directory has no queue/, its disk's has.
+        let root = std::env::temp_dir().join(format!("hipfile-sysfs-{}", std::process::id()));
+        let disk = root.join("devices/vda");
+        std::fs::create_dir_all(disk.join("queue")).unwrap();
+        std::fs::create_dir_all(disk.join("vda1")).unwrap();
+        std::fs::create_dir_all(root.join("dev/block")).unwrap();
+        std::fs::write(disk.join("queue/max_segments"), "254\n").unwrap();
+        std::os::unix::fs::symlink("../../devices/vda", root.join("dev/block/254:0")).unwrap();
+        std::os::unix::fs::symlink("../../devices/vda/vda1", root.join("dev/block/254:1")).unwrap();
+        assert_eq!(max_segments_under(&root, 254, 0), Some(254));
+        assert_eq!(max_segments_under(&root, 254, 1), Some(254));
+        // No queue anywhere (an overlay or network filesystem's anonymous device).
+        assert_eq!(max_segments_under(&root, 0, 42), None);
+        for bad in ["0\n", "many\n", ""] {
+            std::fs::write(disk.join("queue/max_segments"), bad).unwrap();
+            assert_eq!(max_segments_under(&root, 254, 0), None, "{bad:?}");
+        }
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
