@@ -876,6 +876,10 @@ fn copies_seen_at_read_completions(first_read_alone: bool) -> Vec<u64> {
     let chunk = 256 << 10;
     let data = pattern(2 * chunk, 17);
     let (path, f) = temp_file("first-copy", &data);
+    // The reads must be page-cache hits (the kernel then completes them
+    // inside the submitting io_uring_enter): touch every page once.
+    let mut warm = vec![0u8; data.len()];
+    f.read_exact_at(&mut warm, 0).unwrap();
     let gpu = Arc::new(TestGpu::new(1));
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let (g, s) = (gpu.clone(), seen.clone());
