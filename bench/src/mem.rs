@@ -2,12 +2,17 @@
 //! and device memory from the engine's GPU runtime, plus the per-job buffer
 //! that the engines read into and write from.
 
-use hipfile_engine::gpu::{DevPtr, Gpu, Stream};
+use hipfile_engine::bounce::Slab;
+use hipfile_engine::gpu::{DevPtr, Gpu, NoGpu, Stream};
 use std::sync::Arc;
 
 /// Anonymous, page-aligned host memory (so O_DIRECT accepts it), faulted in at
-/// allocation so that page faults never land in a timed region.
+/// allocation so that page faults never land in a timed region: one slot of
+/// the engine's bounce slab (`hipfile_engine::bounce::Slab`), which also does
+/// the huge-page variant.
 pub struct HostBuf {
+    /// Owns the mapping (unmapped when it drops, after `Drop::drop` below).
+    _slab: Slab,
     ptr: *mut u8,
     len: usize,
     /// Set when the GPU runtime pinned it (host_register); undone on drop.
@@ -24,61 +29,26 @@ impl HostBuf {
     }
 
     /// As [`HostBuf::new`]; `huge` (`--iomem=mmaphuge`): a 2 MiB-aligned
-    /// region advised MADV_HUGEPAGE before it is touched, so the kernel backs
-    /// it with transparent huge pages where it can (fio's mmaphuge maps a
-    /// hugetlbfs file instead; this needs no mount).
+    /// region, rounded up to whole 2 MiB, advised MADV_HUGEPAGE before it is
+    /// touched, so the kernel backs it with transparent huge pages where it
+    /// can (fio's mmaphuge maps a hugetlbfs file instead; this needs no mount).
     pub fn with_pages(len: usize, huge: bool) -> Result<HostBuf, String> {
-        const HUGE: usize = 2 << 20;
         let len = if huge {
-            len.max(1).next_multiple_of(HUGE)
+            len.max(1).next_multiple_of(2 << 20)
         } else {
             len.max(1).next_multiple_of(4096)
         };
-        // `align` bytes of slack let the start move to a 2 MiB boundary.
-        let align = if huge { HUGE } else { 0 };
-        // SAFETY: an anonymous private mapping; no preconditions.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len + align,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(format!(
-                "mmap of {len} bytes failed: {}",
-                std::io::Error::last_os_error()
-            ));
+        let none: Arc<dyn Gpu> = Arc::new(NoGpu {
+            why: "bench host buffer".into(),
+        });
+        let slab = Slab::with_pages(&[(1, len)], &none, false, huge)
+            .map_err(|e| format!("mmap of {len} bytes failed: {e}"))?;
+        if huge && !slab.huge() {
+            eprintln!("note: --iomem=mmaphuge: no transparent huge pages here; 4 KiB pages");
         }
-        let mut ptr = p.cast::<u8>();
-        if huge {
-            let start = (p as usize).next_multiple_of(HUGE);
-            let head = start - p as usize;
-            // SAFETY: unmapping the slack before and after our aligned range,
-            // all inside the fresh mapping; then advising the range itself.
-            unsafe {
-                if head > 0 {
-                    libc::munmap(p, head);
-                }
-                if align - head > 0 {
-                    libc::munmap((start + len) as *mut libc::c_void, align - head);
-                }
-                ptr = start as *mut u8;
-                if libc::madvise(ptr.cast(), len, libc::MADV_HUGEPAGE) != 0 {
-                    eprintln!(
-                        "note: --iomem=mmaphuge: MADV_HUGEPAGE refused ({}); 4 KiB pages",
-                        std::io::Error::last_os_error()
-                    );
-                }
-            }
-        }
-        // SAFETY: ptr..ptr+len is our fresh writable mapping; writing faults every page in.
-        unsafe { std::ptr::write_bytes(ptr, 0, len) };
         Ok(HostBuf {
-            ptr,
+            ptr: slab.slot(0),
+            _slab: slab,
             len,
             pinned_by: None,
         })
@@ -99,7 +69,7 @@ impl HostBuf {
     }
 
     pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: ptr..ptr+len is our initialised mapping.
+        // SAFETY: ptr..ptr+len is the slab's one slot, initialised by it.
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 
@@ -115,8 +85,6 @@ impl Drop for HostBuf {
             // SAFETY: registered in `pinned`; every copy using it has been synchronised.
             let _ = unsafe { g.host_unregister(self.ptr) };
         }
-        // SAFETY: unmapping our own mapping.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
     }
 }
 

@@ -210,7 +210,7 @@ impl Drop for Slab {
 
 /// Whether transparent huge pages can back an madvised region: the sysfs
 /// switch is not `[never]` (a kernel without THP has no switch: false).
-fn thp_allowed() -> bool {
+pub fn thp_allowed() -> bool {
     std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
         .is_ok_and(|t| !t.contains("[never]"))
 }

@@ -815,8 +815,7 @@ fn cold_host_reads_the_disk_would_split_go_through_huge_slots() {
     let len = 2 << 20;
     let data = pattern(len, 53);
     let (path, f) = temp_file("split-bounce", &data);
-    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
-        .is_ok_and(|t| !t.contains("[never]"));
+    let thp = hipfile_engine::bounce::thp_allowed();
     for max_segments in [Some(16), None] {
         // SAFETY: plain advice on our own descriptor (temp_file synced the data).
         unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
