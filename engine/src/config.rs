@@ -60,6 +60,14 @@ pub struct Config {
     /// Off until measured on the H200 (`scripts/gpu-run.sh first`).
     /// `HIPFILE_FIRST_READ_ALONE`.
     pub first_read_alone: bool,
+    /// Pieces per worker a synchronous request below `workers × chunk ×
+    /// pieces` is cut into (each at least 64 KiB, at most a chunk). With 1, a
+    /// 64 MiB read over 16 workers is 16 pieces of 4 MiB: every worker reads
+    /// its whole piece before the first byte can go to the GPU, and the
+    /// copies start only when the reads are over. More pieces let the copies
+    /// of the first ones overlap the reads of the rest, at more per-piece
+    /// cost. `HIPFILE_PIECES_PER_WORKER`.
+    pub pieces_per_worker: usize,
     /// A worker with nothing in the kernel polls its oldest GPU copy (and the
     /// queue) instead of sleeping on the copy's event: it notices the copy,
     /// and new work, sooner, at the price of a busy core while it waits.
@@ -166,6 +174,7 @@ impl Default for Config {
             inline_max_bytes: default_inline_bytes(cores.clamp(1, DEFAULT_MAX_THREADS)),
             cached_reads_per_pass: 0,
             first_read_alone: false,
+            pieces_per_worker: 1,
             poll_copies: false,
             ring_entries: 128,
             read_mode: ReadMode::Auto,
@@ -291,6 +300,9 @@ impl Config {
         if let Some(n) = env_unsigned(env, "HIPFILE_CACHED_READS_PER_PASS") {
             c.cached_reads_per_pass =
                 clamp_warn("HIPFILE_CACHED_READS_PER_PASS", n as usize, 0, 64);
+        }
+        if let Some(n) = env_unsigned(env, "HIPFILE_PIECES_PER_WORKER") {
+            c.pieces_per_worker = clamp_warn("HIPFILE_PIECES_PER_WORKER", n as usize, 1, 64);
         }
         if let Some(kb) = env_unsigned(env, "HIPFILE_INLINE_KB") {
             c.inline_max_bytes = clamp_warn("HIPFILE_INLINE_KB", kb as usize, 0, 1024) << 10;
@@ -567,6 +579,21 @@ mod tests {
         assert!(Config::from_env_with(env).poll_copies);
         let env: &[(&str, &str)] = &[("HIPFILE_POLL_COPIES", "yes")];
         assert!(!Config::from_env_with(env).poll_copies);
+    }
+
+    #[test]
+    fn pieces_per_worker_is_read_and_clamped() {
+        let env: &[(&str, &str)] = &[("HIPFILE_PIECES_PER_WORKER", "4")];
+        assert_eq!(Config::from_env_with(env).pieces_per_worker, 4);
+        let env: &[(&str, &str)] = &[("HIPFILE_PIECES_PER_WORKER", "0")];
+        assert_eq!(Config::from_env_with(env).pieces_per_worker, 1);
+        let env: &[(&str, &str)] = &[("HIPFILE_PIECES_PER_WORKER", "1000")];
+        assert_eq!(Config::from_env_with(env).pieces_per_worker, 64);
+        let env: &[(&str, &str)] = &[("HIPFILE_PIECES_PER_WORKER", "two")];
+        assert_eq!(
+            Config::from_env_with(env).pieces_per_worker,
+            Config::default().pieces_per_worker
+        );
     }
 
     #[test]

@@ -186,7 +186,8 @@ pub(crate) fn cold_limit(cfg: &Config) -> Option<usize> {
     (cfg.cold_io_threads > 0 && cfg.cold_io_threads < cfg.io_threads).then_some(cfg.cold_io_threads)
 }
 
-/// The piece size for a request of `size` bytes: large requests use whole
+/// The piece size for a request of `size` bytes cut into about `pieces`
+/// (workers × `Config::pieces_per_worker`): large requests use whole
 /// chunks; smaller ones are spread over all workers in 64 KiB multiples.
 /// Example: 1 MiB over 12 workers → ceil(87382 / 64 KiB) = 2 → 128 KiB pieces,
 /// 8 of them in parallel instead of one 1 MiB chunk on one worker.
@@ -381,7 +382,8 @@ impl Engine {
             return;
         }
         let chunk = if spread {
-            split_bytes(size, self.inner.workers.len(), self.inner.cfg.chunk_bytes)
+            let pieces = self.inner.workers.len() * self.inner.cfg.pieces_per_worker;
+            split_bytes(size, pieces, self.inner.cfg.chunk_bytes)
         } else {
             self.inner.cfg.chunk_bytes
         } as u64;
