@@ -57,16 +57,21 @@ pub struct Config {
     /// A worker with no GPU copy on its way submits one page-cache read
     /// alone, so its first copy starts after one read, not two (at the start
     /// of every synchronous request: 2 × 1.2 ms per 4 MiB pair on the H200).
-    /// Off until measured on the H200 (`scripts/gpu-run.sh first`).
+    /// On by default: hot 1 GiB sync reads 48.59, 47.97 GB/s with it against
+    /// 44.0–47.3 without, 256 MiB 42.56, 39.39 against 35.3–38.5; batches and
+    /// stream ops the same (H200 run 23, bench/RESULTS.md).
     /// `HIPFILE_FIRST_READ_ALONE`.
     pub first_read_alone: bool,
-    /// Pieces per worker a synchronous request below `workers × chunk ×
-    /// pieces` is cut into (each at least 64 KiB, at most a chunk). With 1, a
-    /// 64 MiB read over 16 workers is 16 pieces of 4 MiB: every worker reads
-    /// its whole piece before the first byte can go to the GPU, and the
-    /// copies start only when the reads are over. More pieces let the copies
-    /// of the first ones overlap the reads of the rest, at more per-piece
-    /// cost. `HIPFILE_PIECES_PER_WORKER`.
+    /// Pieces per worker a synchronous request is cut into when it is smaller
+    /// than `workers × chunk × pieces`; a piece is at most a chunk, and no
+    /// smaller than [`MIN_PIECE_BYTES`] unless one piece per worker already
+    /// is (see [`crate::pipeline::split_bytes`]). With one piece per worker
+    /// every worker reads its whole piece before its first byte can go to
+    /// the GPU; with two, the first piece's copy overlaps the second read.
+    /// Default 2: hot 64 MiB sync reads on the H200 ran at 32.23, 28.68 GB/s
+    /// in 2 MiB pieces (with the first read alone) against 28.85, 26.58 in
+    /// 4 MiB ones, while 512 KiB pieces made 16 MiB reads 12–15 % slower
+    /// (run 23). `HIPFILE_PIECES_PER_WORKER`.
     pub pieces_per_worker: usize,
     /// A worker with nothing in the kernel polls its oldest GPU copy (and the
     /// queue) instead of sleeping on the copy's event: it notices the copy,
@@ -158,6 +163,10 @@ pub fn default_inline_bytes(io_threads: usize) -> usize {
 pub const DEFAULT_COLD_IO_THREADS: usize = 4;
 /// Smallest piece a request is split into when it is spread over the workers.
 pub const MIN_SPLIT_BYTES: usize = 64 << 10;
+/// Smallest piece that `pieces_per_worker` > 1 cuts (a request whose one
+/// piece per worker is already smaller keeps that size): 2 MiB pieces sped
+/// up hot 64 MiB sync reads, 512 KiB ones slowed 16 MiB reads (run 23).
+pub const MIN_PIECE_BYTES: usize = 2 << 20;
 
 impl Default for Config {
     fn default() -> Self {
@@ -173,8 +182,8 @@ impl Default for Config {
             mid_slots_per_worker: 8,
             inline_max_bytes: default_inline_bytes(cores.clamp(1, DEFAULT_MAX_THREADS)),
             cached_reads_per_pass: 0,
-            first_read_alone: false,
-            pieces_per_worker: 1,
+            first_read_alone: true,
+            pieces_per_worker: 2,
             poll_copies: false,
             ring_entries: 128,
             read_mode: ReadMode::Auto,
@@ -583,6 +592,7 @@ mod tests {
 
     #[test]
     fn pieces_per_worker_is_read_and_clamped() {
+        assert_eq!(Config::default().pieces_per_worker, 2);
         let env: &[(&str, &str)] = &[("HIPFILE_PIECES_PER_WORKER", "4")];
         assert_eq!(Config::from_env_with(env).pieces_per_worker, 4);
         let env: &[(&str, &str)] = &[("HIPFILE_PIECES_PER_WORKER", "0")];
@@ -599,9 +609,9 @@ mod tests {
     #[test]
     fn cached_reads_per_pass_defaults_to_unlimited_and_is_clamped() {
         assert_eq!(Config::default().cached_reads_per_pass, 0);
-        assert!(!Config::default().first_read_alone);
-        let on: &[(&str, &str)] = &[("HIPFILE_FIRST_READ_ALONE", "true")];
-        assert!(Config::from_env_with(on).first_read_alone);
+        assert!(Config::default().first_read_alone);
+        let off: &[(&str, &str)] = &[("HIPFILE_FIRST_READ_ALONE", "false")];
+        assert!(!Config::from_env_with(off).first_read_alone);
         let env: &[(&str, &str)] = &[("HIPFILE_CACHED_READS_PER_PASS", "1")];
         assert_eq!(Config::from_env_with(env).cached_reads_per_pass, 1);
         let env: &[(&str, &str)] = &[("HIPFILE_CACHED_READS_PER_PASS", "100")];

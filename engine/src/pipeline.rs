@@ -186,15 +186,27 @@ pub(crate) fn cold_limit(cfg: &Config) -> Option<usize> {
     (cfg.cold_io_threads > 0 && cfg.cold_io_threads < cfg.io_threads).then_some(cfg.cold_io_threads)
 }
 
-/// The piece size for a request of `size` bytes cut into about `pieces`
-/// (workers × `Config::pieces_per_worker`): large requests use whole
-/// chunks; smaller ones are spread over all workers in 64 KiB multiples.
-/// Example: 1 MiB over 12 workers → ceil(87382 / 64 KiB) = 2 → 128 KiB pieces,
-/// 8 of them in parallel instead of one 1 MiB chunk on one worker.
-pub(crate) fn split_bytes(size: usize, workers: usize, chunk_bytes: usize) -> usize {
+/// The piece size for a request of `size` bytes spread over `workers`, each
+/// taking up to `per_worker` pieces: large requests use whole chunks; smaller
+/// ones are cut in 64 KiB multiples, so that every worker has a piece, and
+/// into `per_worker` pieces each as long as a piece stays at least
+/// [`crate::config::MIN_PIECE_BYTES`] (2 MiB).
+/// Examples with 16 workers and 4 MiB chunks, two pieces per worker:
+/// 1 GiB → 4 MiB pieces; 64 MiB → 2 MiB (32 pieces, not 16 of 4 MiB);
+/// 16 MiB → 1 MiB (one per worker: halves would be under 2 MiB);
+/// 1 MiB over 12 workers → ceil(87382 / 64 KiB) = 2 → 128 KiB pieces.
+pub(crate) fn split_bytes(
+    size: usize,
+    workers: usize,
+    per_worker: usize,
+    chunk_bytes: usize,
+) -> usize {
     let min = crate::config::MIN_SPLIT_BYTES.min(chunk_bytes);
-    size.div_ceil(workers.max(1))
-        .next_multiple_of(min)
+    let piece = |n: usize| size.div_ceil(n.max(1)).next_multiple_of(min);
+    let one_each = piece(workers);
+    let floor = one_each.min(crate::config::MIN_PIECE_BYTES);
+    piece(workers * per_worker.max(1))
+        .max(floor)
         .clamp(min, chunk_bytes)
 }
 
@@ -382,8 +394,13 @@ impl Engine {
             return;
         }
         let chunk = if spread {
-            let pieces = self.inner.workers.len() * self.inner.cfg.pieces_per_worker;
-            split_bytes(size, pieces, self.inner.cfg.chunk_bytes)
+            let cfg = &self.inner.cfg;
+            split_bytes(
+                size,
+                self.inner.workers.len(),
+                cfg.pieces_per_worker,
+                cfg.chunk_bytes,
+            )
         } else {
             self.inner.cfg.chunk_bytes
         } as u64;
@@ -642,11 +659,30 @@ mod tests {
     #[test]
     fn split_spreads_mid_size_requests() {
         let mib = 1 << 20;
-        assert_eq!(split_bytes(mib, 12, 4 * mib), 128 << 10);
-        assert_eq!(split_bytes(4096, 12, 4 * mib), 64 << 10);
-        assert_eq!(split_bytes(1 << 30, 12, 4 * mib), 4 * mib);
-        assert_eq!(split_bytes(mib, 1, 4 * mib), mib);
-        assert_eq!(split_bytes(mib, 2, 16 << 10), 16 << 10);
+        assert_eq!(split_bytes(mib, 12, 1, 4 * mib), 128 << 10);
+        assert_eq!(split_bytes(4096, 12, 1, 4 * mib), 64 << 10);
+        assert_eq!(split_bytes(1 << 30, 12, 1, 4 * mib), 4 * mib);
+        assert_eq!(split_bytes(mib, 1, 1, 4 * mib), mib);
+        assert_eq!(split_bytes(mib, 2, 1, 16 << 10), 16 << 10);
+    }
+
+    #[test]
+    fn more_pieces_per_worker_stop_at_two_mib() {
+        let mib = 1 << 20;
+        // 64 MiB over 16 workers: 32 pieces of 2 MiB instead of 16 of 4 MiB.
+        assert_eq!(split_bytes(64 * mib, 16, 1, 4 * mib), 4 * mib);
+        assert_eq!(split_bytes(64 * mib, 16, 2, 4 * mib), 2 * mib);
+        assert_eq!(split_bytes(64 * mib, 16, 4, 4 * mib), 2 * mib);
+        // One piece per worker is already under 2 MiB: it stays.
+        assert_eq!(split_bytes(16 * mib, 16, 2, 4 * mib), mib);
+        assert_eq!(split_bytes(mib, 12, 4, 4 * mib), 128 << 10);
+        // Large requests keep whole chunks.
+        assert_eq!(split_bytes(1 << 30, 16, 2, 4 * mib), 4 * mib);
+        assert_eq!(split_bytes(256 * mib, 16, 2, 4 * mib), 4 * mib);
+        // Between: 48 MiB over 16 → 3 MiB each, halves would be 1.5 MiB → 2 MiB.
+        assert_eq!(split_bytes(48 * mib, 16, 2, 4 * mib), 2 * mib);
+        // Chunks smaller than the floor bound every piece.
+        assert_eq!(split_bytes(64 * mib, 2, 2, mib), mib);
     }
 
     #[test]

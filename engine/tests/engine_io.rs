@@ -922,8 +922,8 @@ fn an_idle_worker_can_start_its_first_copy_after_one_page_cache_read() {
     // submitted together both finish before the first GPU copy can start.
     // With HIPFILE_FIRST_READ_ALONE a worker with no copy on its way submits
     // one read alone, copies it, and reads the second meanwhile: the second
-    // read's completion then finds the first chunk's copy issued. Without it
-    // (the default) both reads go in one submission.
+    // read's completion then finds the first chunk's copy issued (the
+    // default since H200 run 23). Without it both reads go in one submission.
     let alone = copies_seen_at_read_completions(true);
     assert_eq!(alone[0], 0, "{alone:?}");
     assert!(
