@@ -14,7 +14,10 @@
 //! - `mode=gather`: the whole slot to staging, then one device-to-device copy
 //!   per piece, all on the thread's stream;
 //! - `mode=gather2`: as gather, but the device-to-device copies go on a second
-//!   stream of the thread that waits for the staging copy's event.
+//!   stream of the thread that waits for the staging copy's event;
+//! - `mode=batch`: the pieces as one `cuMemcpyBatchAsync` (CUDA 12.8), then
+//!   one event: does the driver carry a batch of 1 MiB copies better than
+//!   the same copies queued one by one (h2d)?
 //!
 //! A slot is reused after its previous op's event. Prints GB/s of payload per
 //! pass and the median. Not part of the library or the tests.
@@ -36,6 +39,7 @@ enum Mode {
     Whole,
     Gather,
     Gather2,
+    Batch,
 }
 
 #[derive(Clone, Copy)]
@@ -70,8 +74,9 @@ fn parse(args: &[String]) -> Opts {
                     "whole" => Mode::Whole,
                     "gather" => Mode::Gather,
                     "gather2" => Mode::Gather2,
+                    "batch" => Mode::Batch,
                     _ => {
-                        eprintln!("mode={v:?}: h2d, h2dev, whole, gather or gather2");
+                        eprintln!("mode={v:?}: h2d, h2dev, whole, gather, gather2 or batch");
                         std::process::exit(2)
                     }
                 }
@@ -184,6 +189,41 @@ impl Lane {
                             );
                         }
                     }
+                }
+                Mode::Batch => {
+                    let mut dsts: Vec<sys::CUdeviceptr> = (0..pieces).map(at).collect();
+                    let mut srcs: Vec<sys::CUdeviceptr> =
+                        (0..pieces).map(|i| (src + i * o.entry) as u64).collect();
+                    let mut sizes = vec![o.entry; pieces];
+                    let mut attr = sys::CUmemcpyAttributes {
+                        srcAccessOrder:
+                            sys::CUmemcpySrcAccessOrder::CU_MEMCPY_SRC_ACCESS_ORDER_STREAM,
+                        srcLocHint: sys::CUmemLocation {
+                            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST,
+                            id: 0,
+                        },
+                        dstLocHint: sys::CUmemLocation {
+                            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                            id: 0,
+                        },
+                        flags: 0,
+                    };
+                    let mut attr_idx = 0usize;
+                    let mut fail = 0usize;
+                    check(
+                        "cuMemcpyBatchAsync",
+                        sys::cuMemcpyBatchAsync(
+                            dsts.as_mut_ptr(),
+                            srcs.as_mut_ptr(),
+                            sizes.as_mut_ptr(),
+                            pieces,
+                            &mut attr,
+                            &mut attr_idx,
+                            1,
+                            &mut fail,
+                            self.stream,
+                        ),
+                    );
                 }
                 Mode::Gather | Mode::Gather2 => {
                     check(
