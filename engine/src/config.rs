@@ -73,6 +73,11 @@ pub struct Config {
     /// 4 MiB ones, while 512 KiB pieces made 16 MiB reads 12–15 % slower
     /// (run 23). `HIPFILE_PIECES_PER_WORKER`.
     pub pieces_per_worker: usize,
+    /// A worker gives the host-to-device copies of one pass to the GPU
+    /// runtime as one batch (CUDA: `cuMemcpyBatchAsync`), so small copies
+    /// move at the link's rate for large ones (see
+    /// [`crate::gpu::Gpu::copy_htod_batch_async`]). `HIPFILE_BATCH_COPIES`.
+    pub batch_copies: bool,
     /// A worker with nothing in the kernel polls its oldest GPU copy (and the
     /// queue) instead of sleeping on the copy's event: it notices the copy,
     /// and new work, sooner, at the price of a busy core while it waits.
@@ -184,6 +189,7 @@ impl Default for Config {
             cached_reads_per_pass: 0,
             first_read_alone: true,
             pieces_per_worker: 2,
+            batch_copies: true,
             poll_copies: false,
             ring_entries: 128,
             read_mode: ReadMode::Auto,
@@ -347,6 +353,7 @@ impl Config {
         c.first_read_alone = env_bool(env, "HIPFILE_FIRST_READ_ALONE", c.first_read_alone);
         c.write_sync = env_bool(env, "HIPFILE_WRITE_SYNC", c.write_sync);
         c.poll_copies = env_bool(env, "HIPFILE_POLL_COPIES", c.poll_copies);
+        c.batch_copies = env_bool(env, "HIPFILE_BATCH_COPIES", c.batch_copies);
         c.allow_compat_mode = env_bool(env, "HIPFILE_ALLOW_COMPAT_MODE", c.allow_compat_mode);
         c.force_compat_mode = env_bool(env, "HIPFILE_FORCE_COMPAT_MODE", c.force_compat_mode);
         if c.force_compat_mode && !c.allow_compat_mode {
@@ -579,6 +586,13 @@ mod tests {
         assert!(Config::default().huge_pages);
         let env: &[(&str, &str)] = &[("HIPFILE_HUGE_PAGES", "false")];
         assert!(!Config::from_env_with(env).huge_pages);
+    }
+
+    #[test]
+    fn batch_copies_are_on_unless_refused() {
+        assert!(Config::default().batch_copies);
+        let env: &[(&str, &str)] = &[("HIPFILE_BATCH_COPIES", "false")];
+        assert!(!Config::from_env_with(env).batch_copies);
     }
 
     #[test]

@@ -23,6 +23,8 @@ pub struct Stats {
     /// Completion events recorded after copies: one covers every copy a
     /// worker queued on a stream since its previous event.
     pub gpu_events: AtomicU64,
+    /// Host-to-device copies of two or more given to the runtime as one batch.
+    pub gpu_copy_batches: AtomicU64,
     /// Chunks that needed a bounce slot.
     pub bounced_chunks: AtomicU64,
     /// Ops resubmitted after EINTR/EAGAIN/short transfers.
@@ -63,6 +65,7 @@ pub struct StatsSnapshot {
     pub cache_misses: u64,
     pub gpu_copies: u64,
     pub gpu_events: u64,
+    pub gpu_copy_batches: u64,
     pub bounced_chunks: u64,
     pub retries: u64,
     pub inline_bytes: u64,
@@ -121,6 +124,7 @@ impl Stats {
             cache_misses: g(&self.cache_misses),
             gpu_copies: g(&self.gpu_copies),
             gpu_events: g(&self.gpu_events),
+            gpu_copy_batches: g(&self.gpu_copy_batches),
             bounced_chunks: g(&self.bounced_chunks),
             retries: g(&self.retries),
             inline_bytes: g(&self.inline_bytes),

@@ -22,7 +22,7 @@
 use crate::bounce::{self, Slab};
 use crate::config::{Config, ReadMode};
 use crate::error::{Error, OpError, Result};
-use crate::gpu::{Event, Gpu, GpuError, Stream};
+use crate::gpu::{Event, Gpu, GpuError, HtodCopy, Stream};
 use crate::pipeline::{Chunk, Direction, Memory};
 use crate::queue::WorkQueue;
 use crate::ring::{Cqe, FaultPlan, Op, Ring};
@@ -212,6 +212,9 @@ struct Worker {
     copying: VecDeque<usize>,
     /// Chunks whose copies were queued since the last `flush_copies`.
     unflushed: Vec<usize>,
+    /// Host-to-device copies of this pass, not yet given to the GPU runtime:
+    /// `flush_copies` submits each device's as one batch (chunk, device, copy).
+    pending_htod: Vec<(usize, i32, HtodCopy)>,
     streams: HashMap<i32, Stream>,
     events: HashMap<(usize, i32), Event>,
     cqes: Vec<Cqe>,
@@ -347,6 +350,7 @@ impl Worker {
             need_slot: VecDeque::new(),
             copying: VecDeque::new(),
             unflushed: Vec::new(),
+            pending_htod: Vec::new(),
             streams: HashMap::new(),
             events: HashMap::new(),
             cqes: Vec::new(),
@@ -1015,27 +1019,73 @@ impl Worker {
             return;
         }
         let ids = std::mem::take(&mut self.unflushed);
+        let pending = std::mem::take(&mut self.pending_htod);
         let mut devices: Vec<i32> = ids.iter().filter_map(|&id| self.device_of(id)).collect();
         devices.sort_unstable();
         devices.dedup();
         for device in devices {
-            let on_device: Vec<usize> = ids
+            let batch: Vec<HtodCopy> = pending
                 .iter()
-                .copied()
-                .filter(|&id| self.device_of(id) == Some(device))
+                .filter(|p| p.1 == device)
+                .map(|p| p.2)
                 .collect();
-            let Some(&last) = on_device.last() else {
+            if let Err(e) = self.submit_htod(device, &batch) {
+                // The stream is synchronised before any of these slots is reused.
+                for &(id, _, _) in pending.iter().filter(|p| p.1 == device) {
+                    self.finish_after_gpu_error(id, e.clone());
+                }
+            }
+            let Some(&last) = ids
+                .iter()
+                .rev()
+                .find(|&&id| self.device_of(id) == Some(device) && self.copying.contains(&id))
+            else {
                 continue;
             };
-            match self.record_event(last, device) {
-                Ok(()) => self.act(last).has_event = true,
-                Err(e) => {
-                    for id in on_device {
-                        self.finish_after_gpu_error(id, e.clone());
-                    }
+            if let Err(e) = self.record_event(last, device) {
+                let on_device: Vec<usize> = ids
+                    .iter()
+                    .copied()
+                    .filter(|&id| self.device_of(id) == Some(device))
+                    .collect();
+                for id in on_device {
+                    self.finish_after_gpu_error(id, e.clone());
+                }
+            } else {
+                self.act(last).has_event = true;
+            }
+        }
+    }
+
+    /// Give this pass's host-to-device copies to `device` to the runtime,
+    /// as one batch on the worker's stream there.
+    fn submit_htod(
+        &mut self,
+        device: i32,
+        batch: &[HtodCopy],
+    ) -> std::result::Result<(), GpuError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let stream = self.stream_for(device)?;
+        self.gpu.bind_thread(device)?;
+        // SAFETY: each source lies in its chunk's slot, which stays untouched
+        // until the copy's event completes (the slot is freed in `finish`
+        // only); each destination is the chunk's device range.
+        unsafe {
+            if self.cfg.batch_copies {
+                self.gpu.copy_htod_batch_async(batch, stream)?;
+            } else {
+                for c in batch {
+                    self.gpu.copy_htod_async(c.dst, c.src, c.len, stream)?;
                 }
             }
         }
+        Stats::add(&self.stats.gpu_copies, batch.len() as u64);
+        if self.cfg.batch_copies && batch.len() > 1 {
+            Stats::add(&self.stats.gpu_copy_batches, 1);
+        }
+        Ok(())
     }
 
     /// Record chunk `id`'s slot event on the worker's stream for `device`.
@@ -1052,17 +1102,21 @@ impl Worker {
         Ok(())
     }
 
+    /// Queue chunk `id`'s host-to-device copy for this pass's batch: it is
+    /// given to the runtime, with the pass's other copies to `device`, by the
+    /// next [`Worker::flush_copies`] (later in the same pass).
     fn copy_to_device(&mut self, id: usize, dst: u64, device: i32, src: *const u8, len: usize) {
         self.enter(id, Stage::Gpu);
         self.act(id).phase = Phase::ToDevice;
-        // SAFETY: `src..src+len` lies in this chunk's slot, which stays untouched
-        // until the copy's event completes (the slot is freed in `finish` only).
-        let r = self.enqueue_copy(id, device, |g, s| unsafe {
-            g.copy_htod_async(dst, src, len, s)
-        });
-        if let Err(e) = r {
-            self.finish_after_gpu_error(id, e);
+        if self.table[id].as_ref().and_then(|a| a.slot).is_none() {
+            self.finish_after_gpu_error(id, GpuError::InvalidValue("no slot"));
+            return;
         }
+        self.act(id).has_event = false;
+        self.pending_htod
+            .push((id, device, HtodCopy { dst, src, len }));
+        self.copying.push_back(id);
+        self.unflushed.push(id);
     }
 
     fn copy_from_device(&mut self, id: usize) {

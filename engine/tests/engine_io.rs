@@ -639,6 +639,9 @@ fn one_event_ends_every_copy_queued_before_it() {
         st.gpu_events > 0 && st.gpu_events < st.gpu_copies,
         "no copies shared an event: {st:?}"
     );
+    // The copies of one pass went to the runtime as one batch per device.
+    assert!(st.gpu_copy_batches > 0, "no batched copies: {st:?}");
+    assert_eq!(st.gpu_copy_batches, gpu.copy_batches(), "{st:?}");
     drop(e);
     for d in devs {
         // SAFETY: no I/O uses the allocations any more.

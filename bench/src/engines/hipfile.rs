@@ -98,7 +98,7 @@ pub fn driver_close() -> Result<(), String> {
         eprintln!(
             "note: engine paths: cache-hit {:.0} MiB, O_DIRECT read {:.0} MiB, buffered read {:.0} MiB, \
              inline {:.0} MiB, O_DIRECT write {:.0} MiB, buffered write {:.0} MiB, probe misses {}, \
-             GPU copies {} (completion events {}), retries {}",
+             GPU copies {} (completion events {}, batched submissions {}), retries {}",
             mib(s.cache_hit_bytes),
             mib(s.direct_read_bytes),
             mib(s.buffered_read_bytes),
@@ -108,6 +108,7 @@ pub fn driver_close() -> Result<(), String> {
             s.cache_misses,
             s.gpu_copies,
             s.gpu_events,
+            s.gpu_copy_batches,
             s.retries
         );
         if let Some(st) = s.stage_summary() {

@@ -27,12 +27,12 @@
 //! created in the calling thread's current context, so create it on a thread
 //! bound to the device of the streams it will be recorded on.
 
-use super::{DevPtr, Event, Gpu, GpuError, GpuResult, MemKind, PtrInfo, Stream};
+use super::{DevPtr, Event, Gpu, GpuError, GpuResult, HtodCopy, MemKind, PtrInfo, Stream};
 use cudarc::driver::sys;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::{c_int, c_uint, c_void};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, RwLock};
 
 /// The CUDA version of the bindings cudarc was built with (feature `cuda-12080`).
@@ -93,6 +93,9 @@ pub struct CudaGpu {
     retain_lock: Mutex<()>,
     /// Streams created by `stream_create`.
     streams: RwLock<HashMap<usize, StreamInfo>>,
+    /// False once `cuMemcpyBatchAsync` said it is not supported here: copies
+    /// are then queued one by one.
+    batch_copies: AtomicBool,
 }
 
 /// Refuse drivers older than the bindings before cudarc can panic on a missing
@@ -204,6 +207,7 @@ impl CudaGpu {
             devices,
             retain_lock: Mutex::new(()),
             streams: RwLock::new(HashMap::new()),
+            batch_copies: AtomicBool::new(true),
         })
     }
 
@@ -603,6 +607,69 @@ impl Gpu for CudaGpu {
         })
     }
 
+    unsafe fn copy_htod_batch_async(&self, copies: &[HtodCopy], stream: Stream) -> GpuResult<()> {
+        let one_by_one = |copies: &[HtodCopy]| {
+            for c in copies {
+                // SAFETY: the caller's promise covers every copy.
+                unsafe { self.copy_htod_async(c.dst, c.src, c.len, stream)? };
+            }
+            Ok(())
+        };
+        // The NULL and per-thread streams are refused by the batch call.
+        if copies.len() < 2
+            || copies.iter().any(|c| c.len == 0)
+            || is_context_relative(stream)
+            || !self.batch_copies.load(Ordering::Relaxed)
+        {
+            return one_by_one(copies);
+        }
+        let mut dsts: Vec<sys::CUdeviceptr> = copies.iter().map(|c| c.dst).collect();
+        let mut srcs: Vec<sys::CUdeviceptr> = copies.iter().map(|c| c.src as u64).collect();
+        let mut sizes: Vec<usize> = copies.iter().map(|c| c.len).collect();
+        // One attribute for every copy: the source is read in stream order
+        // (the bounce slot was filled before the call), host to device.
+        let mut attr = sys::CUmemcpyAttributes {
+            srcAccessOrder: sys::CUmemcpySrcAccessOrder::CU_MEMCPY_SRC_ACCESS_ORDER_STREAM,
+            srcLocHint: sys::CUmemLocation {
+                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST,
+                id: 0,
+            },
+            dstLocHint: sys::CUmemLocation {
+                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                id: 0,
+            },
+            flags: 0,
+        };
+        let mut attr_index = 0usize;
+        let mut fail_index = usize::MAX;
+        let r = self.in_stream_ctx(stream, || {
+            // SAFETY: the arrays hold `copies.len()` entries and one attribute
+            // that applies from index 0; the caller promised every source and
+            // destination range stays valid until the copies have finished.
+            check("cuMemcpyBatchAsync", unsafe {
+                sys::cuMemcpyBatchAsync(
+                    dsts.as_mut_ptr(),
+                    srcs.as_mut_ptr(),
+                    sizes.as_mut_ptr(),
+                    copies.len(),
+                    &mut attr,
+                    &mut attr_index,
+                    1,
+                    &mut fail_index,
+                    stream.0 as sys::CUstream,
+                )
+            })
+        });
+        match r {
+            Err(e) if is_code(&e, sys::CUresult::CUDA_ERROR_NOT_SUPPORTED) => {
+                crate::log_info!("cuMemcpyBatchAsync is not supported here; copies go one by one");
+                self.batch_copies.store(false, Ordering::Relaxed);
+                one_by_one(copies)
+            }
+            r => r,
+        }
+    }
+
     unsafe fn copy_dtoh_async(
         &self,
         dst: *mut u8,
@@ -763,6 +830,58 @@ mod tests {
                 ));
             }
         }
+    }
+
+    /// cuMemcpyBatchAsync: every piece where it belongs. Ignored without a
+    /// GPU, as the test below.
+    #[test]
+    #[ignore = "needs a CUDA device (run with --include-ignored on the GPU machine)"]
+    fn batched_copies_land_in_order_on_a_real_device() {
+        let gpu = CudaGpu::load().unwrap_or_else(|e| panic!("no usable CUDA device: {e}"));
+        // Eight 256 KiB pieces of one pinned buffer, placed in reverse order
+        // with gaps on the device, as one batch; then read back.
+        let (piece, n) = (256 << 10, 8usize);
+        let mut host: Vec<u8> = (0..2 * n * piece)
+            .map(|i| (i * 7 + i / 4099) as u8)
+            .collect();
+        let base = host.as_mut_ptr();
+        // SAFETY: `host` outlives the registration (unregistered below).
+        unsafe { gpu.host_register(base, host.len()) }.unwrap();
+        let dev = gpu.device_alloc(0, 2 * n * piece).unwrap();
+        let s = gpu.stream_create(0).unwrap();
+        let at = |i: usize| dev + (2 * (n - 1 - i) * piece) as u64;
+        let copies: Vec<HtodCopy> = (0..n)
+            .map(|i| HtodCopy {
+                dst: at(i),
+                // SAFETY: inside `host`.
+                src: unsafe { base.add(i * piece) },
+                len: piece,
+            })
+            .collect();
+        // SAFETY: sources stay untouched and registered until the stream is
+        // synchronised; destinations are inside `dev`.
+        unsafe { gpu.copy_htod_batch_async(&copies, s) }.unwrap();
+        gpu.stream_synchronize(s).unwrap();
+        assert!(
+            gpu.batch_copies.load(Ordering::Relaxed),
+            "cuMemcpyBatchAsync was refused: the copies went one by one"
+        );
+        let back = host[n * piece..].as_mut_ptr();
+        for i in 0..n {
+            // SAFETY: the second half of `host` is registered and untouched
+            // by the CPU until the synchronisation below.
+            unsafe { gpu.copy_dtoh_async(back.add(i * piece), at(i), piece, s) }.unwrap();
+        }
+        gpu.stream_synchronize(s).unwrap();
+        assert!(
+            host[..n * piece] == host[n * piece..],
+            "a piece landed in the wrong place"
+        );
+        gpu.stream_destroy(s);
+        // SAFETY: registered above; no copy uses it any more.
+        unsafe { gpu.host_unregister(base) }.unwrap();
+        // SAFETY: allocated above; nothing uses it any more.
+        unsafe { gpu.device_free(dev) }.unwrap();
     }
 
     /// Needs a CUDA device, so it is ignored by default (CI reports it as

@@ -9,8 +9,9 @@ use super::testgpu::TestGpu;
 use super::*;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// A runtime whose next `fail_next_copies(n)` copies report a driver error
-/// without being enqueued; everything else is passed through.
+/// A runtime whose next `fail_next_copies(n)` copy calls (a batch counts as
+/// one) report a driver error without being enqueued; everything else is
+/// passed through.
 pub struct FlakyGpu {
     inner: Arc<dyn Gpu>,
     fail: AtomicU32,
@@ -92,6 +93,16 @@ impl Gpu for FlakyGpu {
         }
         // SAFETY: as above.
         unsafe { self.inner.copy_htod_async(dst, src, len, stream) }
+    }
+    unsafe fn copy_htod_batch_async(&self, copies: &[HtodCopy], stream: Stream) -> GpuResult<()> {
+        if self.take_failure() {
+            return Err(GpuError::Driver {
+                call: "copy_htod_batch_async (injected)",
+                code: 999,
+            });
+        }
+        // SAFETY: as above.
+        unsafe { self.inner.copy_htod_batch_async(copies, stream) }
     }
     unsafe fn copy_dtoh_async(
         &self,

@@ -25,6 +25,14 @@ pub struct Stream(pub usize);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Event(pub usize);
 
+/// One host-to-device copy of a batch ([`Gpu::copy_htod_batch_async`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HtodCopy {
+    pub dst: DevPtr,
+    pub src: *const u8,
+    pub len: usize,
+}
+
 /// What kind of memory a pointer refers to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemKind {
@@ -127,6 +135,24 @@ pub trait Gpu: Send + Sync {
         len: usize,
         stream: Stream,
     ) -> GpuResult<()>;
+    /// Enqueue several host-to-device copies on one stream, in order, as one
+    /// submission where the runtime has one. CUDA's `cuMemcpyBatchAsync`
+    /// carries small copies at the link's rate for large ones: on the H200,
+    /// four 1 MiB copies as one batch 52.4 GB/s against 47.4–47.7 queued one
+    /// by one, sixteen 256 KiB ones 52.4 against 34.8–35.1 (copy_shape, run
+    /// 25). The default queues them one by one. On an error some copies may
+    /// have been queued: the caller must synchronise the stream before it
+    /// reuses any source.
+    ///
+    /// # Safety
+    /// As for [`Gpu::copy_htod_async`], for every copy.
+    unsafe fn copy_htod_batch_async(&self, copies: &[HtodCopy], stream: Stream) -> GpuResult<()> {
+        for c in copies {
+            // SAFETY: the caller's promise covers every copy.
+            unsafe { self.copy_htod_async(c.dst, c.src, c.len, stream)? };
+        }
+        Ok(())
+    }
     /// Enqueue a device-to-host copy.
     ///
     /// # Safety

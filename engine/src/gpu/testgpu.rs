@@ -32,7 +32,7 @@
 //! Executor threads stop when the `TestGpu` is dropped (queued work that has
 //! not run by then is discarded).
 
-use super::{DevPtr, Event, Gpu, GpuError, GpuResult, MemKind, PtrInfo, Stream};
+use super::{DevPtr, Event, Gpu, GpuError, GpuResult, HtodCopy, MemKind, PtrInfo, Stream};
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -173,6 +173,8 @@ pub struct TestGpu {
     events: Mutex<HashMap<usize, Arc<EventState>>>,
     next_handle: AtomicUsize,
     copies_issued: AtomicU64,
+    /// Calls of `copy_htod_batch_async` with two copies or more.
+    copy_batches: AtomicU64,
     fail_copies: AtomicU32,
     threads: Mutex<Vec<(Arc<StreamExec>, JoinHandle<()>)>>,
     /// Names of the threads that created a stream while some stream was parked.
@@ -198,6 +200,7 @@ impl TestGpu {
             events: Mutex::new(HashMap::new()),
             next_handle: AtomicUsize::new(0),
             copies_issued: AtomicU64::new(0),
+            copy_batches: AtomicU64::new(0),
             fail_copies: AtomicU32::new(0),
             threads: Mutex::new(Vec::new()),
             created_while_parked: Mutex::new(Vec::new()),
@@ -230,7 +233,6 @@ impl TestGpu {
         bytes[off..off + len].to_vec()
     }
 
-    /// Copies accepted so far (both directions; failed and empty ones excluded).
     /// The threads (by name) that created a stream while another stream was
     /// parked in a wait-value operation. On the H200, `cuStreamCreate` there
     /// spun forever once the context held many streams, so the library must
@@ -239,8 +241,14 @@ impl TestGpu {
         lock(&self.created_while_parked).clone()
     }
 
+    /// Copies accepted so far (both directions; failed and empty ones excluded).
     pub fn copies_issued(&self) -> u64 {
         self.copies_issued.load(Ordering::Relaxed)
+    }
+
+    /// Batches of two or more host-to-device copies submitted in one call.
+    pub fn copy_batches(&self) -> u64 {
+        self.copy_batches.load(Ordering::Relaxed)
     }
 
     /// Fault hook: the next `n` copy calls fail with
@@ -668,6 +676,16 @@ impl Gpu for TestGpu {
         Ok(())
     }
 
+    unsafe fn copy_htod_batch_async(&self, copies: &[HtodCopy], stream: Stream) -> GpuResult<()> {
+        if copies.len() >= 2 {
+            self.copy_batches.fetch_add(1, Ordering::Relaxed);
+        }
+        for c in copies {
+            // SAFETY: the caller's promise covers every copy.
+            unsafe { self.copy_htod_async(c.dst, c.src, c.len, stream)? };
+        }
+        Ok(())
+    }
     unsafe fn copy_dtoh_async(
         &self,
         dst: *mut u8,
