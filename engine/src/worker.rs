@@ -213,8 +213,8 @@ struct Worker {
     /// Chunks whose copies were queued since the last `flush_copies`.
     unflushed: Vec<usize>,
     /// Host-to-device copies of this pass, not yet given to the GPU runtime:
-    /// `flush_copies` submits each device's as one batch (chunk, device, copy).
-    pending_htod: Vec<(usize, i32, HtodCopy)>,
+    /// `flush_copies` submits each device's as one batch (chunk, copy).
+    pending_htod: Vec<(usize, HtodCopy)>,
     streams: HashMap<i32, Stream>,
     events: HashMap<(usize, i32), Event>,
     cqes: Vec<Cqe>,
@@ -930,9 +930,9 @@ impl Worker {
         let a = self.table[id].as_ref().expect("active entry");
         let done = a.done;
         match (a.slot, a.chunk.mem) {
-            (Some(_), Memory::Device { ptr, device }) if done > 0 => {
+            (Some(_), Memory::Device { ptr, .. }) if done > 0 => {
                 let src = self.buf_at(a, 0) as *const u8;
-                self.copy_to_device(id, ptr, device, src, done);
+                self.copy_to_device(id, ptr, src, done);
             }
             (Some(_), Memory::Host(p)) if done > a.slot_from => {
                 let from = a.slot_from;
@@ -1024,14 +1024,14 @@ impl Worker {
         devices.sort_unstable();
         devices.dedup();
         for device in devices {
-            let batch: Vec<HtodCopy> = pending
+            let (ids_here, batch): (Vec<usize>, Vec<HtodCopy>) = pending
                 .iter()
-                .filter(|p| p.1 == device)
-                .map(|p| p.2)
-                .collect();
+                .filter(|(id, _)| self.device_of(*id) == Some(device))
+                .copied()
+                .unzip();
             if let Err(e) = self.submit_htod(device, &batch) {
                 // The stream is synchronised before any of these slots is reused.
-                for &(id, _, _) in pending.iter().filter(|p| p.1 == device) {
+                for id in ids_here {
                     self.finish_after_gpu_error(id, e.clone());
                 }
             }
@@ -1076,9 +1076,7 @@ impl Worker {
             if self.cfg.batch_copies {
                 self.gpu.copy_htod_batch_async(batch, stream)?;
             } else {
-                for c in batch {
-                    self.gpu.copy_htod_async(c.dst, c.src, c.len, stream)?;
-                }
+                crate::gpu::copy_htod_each(self.gpu.as_ref(), batch, stream)?;
             }
         }
         Stats::add(&self.stats.gpu_copies, batch.len() as u64);
@@ -1103,9 +1101,9 @@ impl Worker {
     }
 
     /// Queue chunk `id`'s host-to-device copy for this pass's batch: it is
-    /// given to the runtime, with the pass's other copies to `device`, by the
-    /// next [`Worker::flush_copies`] (later in the same pass).
-    fn copy_to_device(&mut self, id: usize, dst: u64, device: i32, src: *const u8, len: usize) {
+    /// given to the runtime, with the pass's other copies to the chunk's
+    /// device, by the next [`Worker::flush_copies`] (later in the same pass).
+    fn copy_to_device(&mut self, id: usize, dst: u64, src: *const u8, len: usize) {
         self.enter(id, Stage::Gpu);
         self.act(id).phase = Phase::ToDevice;
         if self.table[id].as_ref().and_then(|a| a.slot).is_none() {
@@ -1113,8 +1111,7 @@ impl Worker {
             return;
         }
         self.act(id).has_event = false;
-        self.pending_htod
-            .push((id, device, HtodCopy { dst, src, len }));
+        self.pending_htod.push((id, HtodCopy { dst, src, len }));
         self.copying.push_back(id);
         self.unflushed.push(id);
     }

@@ -609,11 +609,8 @@ impl Gpu for CudaGpu {
 
     unsafe fn copy_htod_batch_async(&self, copies: &[HtodCopy], stream: Stream) -> GpuResult<()> {
         let one_by_one = |copies: &[HtodCopy]| {
-            for c in copies {
-                // SAFETY: the caller's promise covers every copy.
-                unsafe { self.copy_htod_async(c.dst, c.src, c.len, stream)? };
-            }
-            Ok(())
+            // SAFETY: the caller's promise is passed on.
+            unsafe { super::copy_htod_each(self, copies, stream) }
         };
         // The NULL and per-thread streams are refused by the batch call.
         if copies.len() < 2

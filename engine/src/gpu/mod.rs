@@ -147,11 +147,8 @@ pub trait Gpu: Send + Sync {
     /// # Safety
     /// As for [`Gpu::copy_htod_async`], for every copy.
     unsafe fn copy_htod_batch_async(&self, copies: &[HtodCopy], stream: Stream) -> GpuResult<()> {
-        for c in copies {
-            // SAFETY: the caller's promise covers every copy.
-            unsafe { self.copy_htod_async(c.dst, c.src, c.len, stream)? };
-        }
-        Ok(())
+        // SAFETY: the caller's promise is passed on.
+        unsafe { copy_htod_each(self, copies, stream) }
     }
     /// Enqueue a device-to-host copy.
     ///
@@ -199,6 +196,23 @@ pub trait Gpu: Send + Sync {
         host_addr: *mut u32,
         value: u32,
     ) -> GpuResult<()>;
+}
+
+/// Queue `copies` on `stream` one by one (what a runtime without batch
+/// submission does, and the engine when `HIPFILE_BATCH_COPIES=false`).
+///
+/// # Safety
+/// As for [`Gpu::copy_htod_async`], for every copy.
+pub unsafe fn copy_htod_each<G: Gpu + ?Sized>(
+    gpu: &G,
+    copies: &[HtodCopy],
+    stream: Stream,
+) -> GpuResult<()> {
+    for c in copies {
+        // SAFETY: the caller's promise covers every copy.
+        unsafe { gpu.copy_htod_async(c.dst, c.src, c.len, stream)? };
+    }
+    Ok(())
 }
 
 /// The runtime used when nothing is loaded: host memory works, device memory does not.

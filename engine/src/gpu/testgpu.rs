@@ -680,11 +680,8 @@ impl Gpu for TestGpu {
         if copies.len() >= 2 {
             self.copy_batches.fetch_add(1, Ordering::Relaxed);
         }
-        for c in copies {
-            // SAFETY: the caller's promise covers every copy.
-            unsafe { self.copy_htod_async(c.dst, c.src, c.len, stream)? };
-        }
-        Ok(())
+        // SAFETY: the caller's promise is passed on.
+        unsafe { super::copy_htod_each(self, copies, stream) }
     }
     unsafe fn copy_dtoh_async(
         &self,
