@@ -195,19 +195,7 @@ impl Lane {
                     let mut srcs: Vec<sys::CUdeviceptr> =
                         (0..pieces).map(|i| (src + i * o.entry) as u64).collect();
                     let mut sizes = vec![o.entry; pieces];
-                    let mut attr = sys::CUmemcpyAttributes {
-                        srcAccessOrder:
-                            sys::CUmemcpySrcAccessOrder::CU_MEMCPY_SRC_ACCESS_ORDER_STREAM,
-                        srcLocHint: sys::CUmemLocation {
-                            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST,
-                            id: 0,
-                        },
-                        dstLocHint: sys::CUmemLocation {
-                            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
-                            id: 0,
-                        },
-                        flags: 0,
-                    };
+                    let mut attr = hipfile_engine::gpu::cuda::htod_batch_attributes();
                     let mut attr_idx = 0usize;
                     let mut fail = 0usize;
                     check(

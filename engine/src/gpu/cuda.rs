@@ -83,6 +83,24 @@ struct RawAttrs {
     managed: u64,
 }
 
+/// The one attribute a batch of host-to-device copies uses for every copy:
+/// the source is read in stream order (a bounce slot is filled before the
+/// call), from host to device memory.
+pub fn htod_batch_attributes() -> sys::CUmemcpyAttributes {
+    sys::CUmemcpyAttributes {
+        srcAccessOrder: sys::CUmemcpySrcAccessOrder::CU_MEMCPY_SRC_ACCESS_ORDER_STREAM,
+        srcLocHint: sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST,
+            id: 0,
+        },
+        dstLocHint: sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+            id: 0,
+        },
+        flags: 0,
+    }
+}
+
 /// The CUDA driver runtime.
 pub struct CudaGpu {
     id: u64,
@@ -623,20 +641,7 @@ impl Gpu for CudaGpu {
         let mut dsts: Vec<sys::CUdeviceptr> = copies.iter().map(|c| c.dst).collect();
         let mut srcs: Vec<sys::CUdeviceptr> = copies.iter().map(|c| c.src as u64).collect();
         let mut sizes: Vec<usize> = copies.iter().map(|c| c.len).collect();
-        // One attribute for every copy: the source is read in stream order
-        // (the bounce slot was filled before the call), host to device.
-        let mut attr = sys::CUmemcpyAttributes {
-            srcAccessOrder: sys::CUmemcpySrcAccessOrder::CU_MEMCPY_SRC_ACCESS_ORDER_STREAM,
-            srcLocHint: sys::CUmemLocation {
-                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST,
-                id: 0,
-            },
-            dstLocHint: sys::CUmemLocation {
-                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
-                id: 0,
-            },
-            flags: 0,
-        };
+        let mut attr = htod_batch_attributes();
         let mut attr_index = 0usize;
         let mut fail_index = usize::MAX;
         let r = self.in_stream_ctx(stream, || {
