@@ -12,18 +12,8 @@ done
 run batch-hot-4m-qd32 "${common[@]}" --bs=4M --iodepth=32 --rw=read --ioengine=hipfile-batch --mem=device --invalidate=0 --time_based --runtime=3
 run async-hot-64m-4jobs "${common[@]}" --bs=64M --iodepth=1 --numjobs=4 --group_reporting --rw=read --ioengine=hipfile-async --mem=device --invalidate=0 --time_based --runtime=3
 run posix-hot-16m "${common[@]}" --bs=16M --rw=read --ioengine=posix --mem=device --invalidate=0 --time_based --runtime=3
-for rep in 1 2; do
-  drop; run "raw-cold-$rep" "${rawc[@]}"
-  drop; run "raw-cold-huge-$rep" "${rawc[@]}" --iomem=mmaphuge
-  drop; run "sync-cold-$rep" "${common[@]}" --bs=1G --rw=read --ioengine=hipfile-sync --mem=device "${cold[@]}"
-  drop; run "batch-cold-$rep" "${common[@]}" --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch --mem=device "${cold[@]}"
-done
-drop; run raw-cold-huge-3 "${rawc[@]}" --iomem=mmaphuge
-for rep in 1 2; do
-  drop; run "raw-rand4k-qd128-$rep" "${rawrand[@]}"
-  drop; run "batch-rand4k-qd128-$rep" "${rand[@]}"
-done
-drop; run raw-rand4k-qd128-3 "${rawrand[@]}"
+cold_rounds plain
+random_rounds
 latency_qd1
 W="$WORK/write-2g"
 wc=(--filename="$W" --size=2G)

@@ -96,6 +96,25 @@ PY
     drop; run sync-rand4k-qd1 "${common[@]}" --bs=4k --iodepth=1 --rw=randread --ioengine=hipfile-sync --direct=1 --mem=device --time_based --runtime=3
     drop; run posix-rand4k-qd1 "${common[@]}" --bs=4k --iodepth=1 --rw=randread --ioengine=posix --direct=1 --mem=device --time_based --runtime=3
   }
+  # Target 2: two rounds of raw O_DIRECT on huge-page buffers (and plain
+  # buffers with arg "plain"), sync and batch cold reads, then a third raw.
+  cold_rounds() {
+    for rep in 1 2; do
+      [ "${1:-}" = plain ] && { drop; run "raw-cold-$rep" "${rawc[@]}"; }
+      drop; run "raw-cold-huge-$rep" "${rawc[@]}" --iomem=mmaphuge
+      drop; run "sync-cold-$rep" "${common[@]}" --bs=1G --rw=read --ioengine=hipfile-sync --mem=device "${cold[@]}"
+      drop; run "batch-cold-$rep" "${common[@]}" --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch --mem=device "${cold[@]}"
+    done
+    drop; run raw-cold-huge-3 "${rawc[@]}" --iomem=mmaphuge
+  }
+  # Target 4: 4 KiB random reads, raw and batch interleaved, raw on both ends.
+  random_rounds() {
+    for rep in 1 2; do
+      drop; run "raw-rand4k-qd128-$rep" "${rawrand[@]}"
+      drop; run "batch-rand4k-qd128-$rep" "${rand[@]}"
+    done
+    drop; run raw-rand4k-qd128-3 "${rawrand[@]}"
+  }
   write_rounds() {
     local wc=(--filename="$WORK/write-2g" --size=2G)
     run copy-d2h "${common[@]}" --bs=4M --iodepth=4 --rw=write --ioengine=copy --mem=device --time_based --runtime=2
@@ -107,7 +126,7 @@ PY
     done
   }
   # The measurement lists live in scripts/gpu-*bench.sh (they use B, F, WORK, common, hot_file, run, drop,
-  # latency_qd1, write_rounds).
+  # latency_qd1, write_rounds, cold_rounds, random_rounds).
   for w in "${lists[@]}"; do . "$(list_file "$w")"; done
   tar -C "$WORK" -czf "$OUT/bench-json.tar.gz" json
 fi
