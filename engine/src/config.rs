@@ -65,7 +65,7 @@ pub struct Config {
     /// Pieces per worker a synchronous request is cut into when it is smaller
     /// than `workers × chunk × pieces`; a piece is at most a chunk, and no
     /// smaller than [`MIN_PIECE_BYTES`] unless one piece per worker already
-    /// is (see [`crate::pipeline::split_bytes`]). With one piece per worker
+    /// is (see [`crate::request::split_bytes`]). With one piece per worker
     /// every worker reads its whole piece before its first byte can go to
     /// the GPU; with two, the first piece's copy overlaps the second read.
     /// Default 2: hot 64 MiB sync reads on the H200 ran at 32.23, 28.68 GB/s
@@ -373,6 +373,13 @@ impl Config {
             c.stats_level = l.min(3);
         }
         c
+    }
+
+    /// The number of workers that take storage-bound reads, when it is fewer
+    /// than all of them.
+    pub(crate) fn cold_limit(&self) -> Option<usize> {
+        (self.cold_io_threads > 0 && self.cold_io_threads < self.io_threads)
+            .then_some(self.cold_io_threads)
     }
 
     /// Pinned bounce memory the engine allocates at open, in bytes.

@@ -1,4 +1,6 @@
-//! Small device-memory transfers on the caller's thread.
+//! Small transfers on the caller's thread: host memory with pread/pwrite
+//! ([`host_io`]), device memory through a per-thread bounce buffer
+//! ([`device_io`]).
 //!
 //! Handing a 4 KiB read to a worker (channel, ring, slot, copy on the worker's
 //! stream, event) cost 52.6 µs p50 on the H200 host against 9.7 µs for pread
@@ -10,7 +12,8 @@
 use crate::bounce::Slab;
 use crate::error::{Error, OpError, Result};
 use crate::gpu::{Gpu, Stream};
-use crate::pipeline::{inline_host_io, Direction, IoRequest, Memory};
+use crate::request::{Direction, IoRequest, Memory};
+use crate::MAX_RW_COUNT;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -89,7 +92,7 @@ pub(crate) fn device_io(gpu: &Arc<dyn Gpu>, req: &IoRequest) -> Result<usize> {
         };
         match req.dir {
             Direction::Read => {
-                let n = inline_host_io(&host)?;
+                let n = host_io(&host)?;
                 if n > 0 {
                     // SAFETY: the bounce holds n valid bytes and stays untouched until
                     // the stream synchronisation below returns.
@@ -103,8 +106,92 @@ pub(crate) fn device_io(gpu: &Arc<dyn Gpu>, req: &IoRequest) -> Result<usize> {
                 // the synchronisation returns.
                 unsafe { gpu.copy_dtoh_async(bounce, ptr, req.size, stream)? };
                 gpu.stream_synchronize(stream)?;
-                inline_host_io(&host)
+                host_io(&host)
             }
         }
     })
+}
+
+/// A small host-memory transfer on the caller's thread: what pread/pwrite
+/// would cost, without a hand-off. Reads use the page cache when the range is
+/// resident (RWF_NOWAIT) and O_DIRECT when it is not and the request is
+/// aligned; writes go to the descriptor kind the caller opened.
+pub(crate) fn host_io(req: &IoRequest) -> Result<usize> {
+    let Memory::Host(p) = req.mem else {
+        return Err(OpError::InternalError.into());
+    };
+    let f = &req.file;
+    let size = req.size.min(MAX_RW_COUNT);
+    let aligned = |off: u64, ptr: usize, len: usize| {
+        f.direct().is_some_and(|(_, a)| {
+            off % a == 0 && len as u64 % a == 0 && ptr as u64 % f.dio_mem_align.max(1) as u64 == 0
+        })
+    };
+    let mut done = 0usize;
+    let mut retries = 0u32;
+    while done < size {
+        let off = req.file_offset + done as u64;
+        let ptr = p + done;
+        let len = size - done;
+        let r = match req.dir {
+            Direction::Read => {
+                let iov = libc::iovec {
+                    iov_base: ptr as *mut libc::c_void,
+                    iov_len: len,
+                };
+                // Large and not all in the page cache: straight to O_DIRECT.
+                // A RWF_NOWAIT read that misses still starts readahead, which
+                // would read the range a second time. (A small read skips the
+                // question: it would cost more than the read.)
+                let want_direct = aligned(off, ptr, len)
+                    && (f.client_direct
+                        || len > crate::config::INLINE_OTHER_MAX_BYTES
+                            && crate::file::fully_cached(f.buffered_fd, off, len as u64)
+                                == Some(false));
+                let mut r = if want_direct {
+                    -1
+                } else {
+                    // SAFETY: the caller's buffer covers [ptr, ptr + len) (the C contract).
+                    unsafe { libc::preadv2(f.buffered_fd, &iov, 1, off as i64, libc::RWF_NOWAIT) }
+                };
+                let e = std::io::Error::last_os_error().raw_os_error();
+                if r < 0 && (want_direct || e == Some(libc::EAGAIN) || e == Some(libc::EOPNOTSUPP))
+                {
+                    let fd = match f.direct() {
+                        Some((dfd, _)) if aligned(off, ptr, len) => dfd,
+                        _ => f.buffered_fd,
+                    };
+                    // SAFETY: as above.
+                    r = unsafe { libc::pread(fd, ptr as *mut libc::c_void, len, off as i64) };
+                }
+                r
+            }
+            Direction::Write => {
+                let fd = match f.direct() {
+                    Some((dfd, _)) if f.client_direct && aligned(off, ptr, len) => dfd,
+                    _ => f.buffered_fd,
+                };
+                // SAFETY: the caller's buffer covers [ptr, ptr + len).
+                unsafe { libc::pwrite(fd, ptr as *const libc::c_void, len, off as i64) }
+            }
+        };
+        if r < 0 {
+            let e = std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO);
+            if (e == libc::EINTR || e == libc::EAGAIN) && retries < 64 {
+                retries += 1;
+                continue;
+            }
+            return Err(Error::Os(e));
+        }
+        if r == 0 {
+            if req.dir == Direction::Read {
+                break; // EOF
+            }
+            return Err(Error::Os(libc::EIO));
+        }
+        done += r as usize;
+    }
+    Ok(done)
 }

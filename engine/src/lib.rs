@@ -35,6 +35,7 @@ pub mod log;
 pub mod pipeline;
 mod queue;
 pub mod registry;
+mod request;
 pub mod ring;
 pub mod stats;
 pub mod worker;

@@ -24,7 +24,7 @@ struct State<T> {
     waiting_open: usize,
 }
 
-/// FIFO of work items (the engine's are [`crate::pipeline::Chunk`]s).
+/// FIFO of work items (the engine's are [`crate::request::Chunk`]s).
 pub(crate) struct WorkQueue<T> {
     state: Mutex<State<T>>,
     wake_all: Condvar,

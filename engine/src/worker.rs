@@ -23,8 +23,8 @@ use crate::bounce::{self, Slab};
 use crate::config::{Config, ReadMode};
 use crate::error::{Error, OpError, Result};
 use crate::gpu::{Event, Gpu, GpuError, HtodCopy, Stream};
-use crate::pipeline::{Chunk, Direction, Memory};
 use crate::queue::WorkQueue;
+use crate::request::{Chunk, Direction, Memory};
 use crate::ring::{Cqe, FaultPlan, Op, Ring};
 use crate::stats::{Stage, Stats};
 use crate::{log::Level, log_once};
@@ -400,7 +400,7 @@ impl Worker {
         if !self.may_take(c) {
             return false;
         }
-        let fair = match crate::pipeline::cold_limit(&self.cfg) {
+        let fair = match self.cfg.cold_limit() {
             Some(n) if c.cold => self.queue.fair_share_among(n),
             _ => fair,
         };
@@ -423,7 +423,7 @@ impl Worker {
     }
 
     fn takes_cold(&self) -> bool {
-        crate::pipeline::cold_limit(&self.cfg).is_none_or(|n| self.id < n)
+        self.cfg.cold_limit().is_none_or(|n| self.id < n)
     }
 
     /// A table entry and some slot free: a chunk from the queue could start.
