@@ -189,7 +189,7 @@ impl Engine {
             split_bytes(
                 size,
                 self.inner.workers.len(),
-                cfg.pieces_per_worker,
+                crate::config::PIECES_PER_WORKER,
                 cfg.chunk_bytes,
             )
         } else {

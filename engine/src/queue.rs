@@ -184,7 +184,8 @@ impl<T> WorkQueue<T> {
     }
 
     /// Whether anything is queued (no lock taken).
-    pub(crate) fn pending(&self) -> bool {
+    #[cfg(test)]
+    fn pending(&self) -> bool {
         self.len.load(Ordering::Acquire) > 0
     }
 

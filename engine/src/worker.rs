@@ -474,17 +474,9 @@ impl Worker {
                     "hipfile-io-{}: waiting for the GPU copy of table entry {id}",
                     self.id
                 );
-                if self.cfg.poll_copies {
-                    // Until the copy is done (or fails: poll_copies reports it),
-                    // or work arrives that a free slot could start.
-                    while self.gpu.event_query(ev) == Ok(false)
-                        && !(self.queue.pending() && self.has_room())
-                    {
-                        std::hint::spin_loop();
-                    }
-                } else {
-                    let _ = self.gpu.event_synchronize(ev);
-                }
+                // Sleep on the event rather than poll it: a spinning worker
+                // would hold a core that other workers' page-cache copies need.
+                let _ = self.gpu.event_synchronize(ev);
             }
         }
         self.poll_copies();
@@ -578,23 +570,17 @@ impl Worker {
         }
     }
 
-    /// Page-cache reads one pass may start: `cached_reads_per_pass` when set,
-    /// else no limit, except with `first_read_alone` while no GPU copy is on
-    /// its way: then the link waits for this worker's first read, and a
-    /// second read queued with it would double that wait. Each request of a
-    /// synchronous 1 GiB read starts that way on every worker: two 4 MiB
-    /// page-cache copies (2 × 1.2 ms on the H200) pass before its first byte
-    /// can reach the GPU.
+    /// Page-cache reads one pass may start: no limit, except (with
+    /// `first_read_alone`) while no GPU copy is on its way: then the link
+    /// waits for this worker's first read, and a second read queued with it
+    /// would double that wait. Each request of a synchronous 1 GiB read
+    /// starts that way on every worker: two 4 MiB page-cache copies (2 × 1.2
+    /// ms on the H200) pass before its first byte can reach the GPU.
     fn cached_limit(&self) -> usize {
-        match self.cfg.cached_reads_per_pass {
-            0 if self.cfg.first_read_alone
-                && self.copying.is_empty()
-                && self.unflushed.is_empty() =>
-            {
-                1
-            }
-            0 => usize::MAX,
-            n => n,
+        if self.cfg.first_read_alone && self.copying.is_empty() && self.unflushed.is_empty() {
+            1
+        } else {
+            usize::MAX
         }
     }
 
@@ -1072,15 +1058,9 @@ impl Worker {
         // SAFETY: each source lies in its chunk's slot, which stays untouched
         // until the copy's event completes (the slot is freed in `finish`
         // only); each destination is the chunk's device range.
-        unsafe {
-            if self.cfg.batch_copies {
-                self.gpu.copy_htod_batch_async(batch, stream)?;
-            } else {
-                crate::gpu::copy_htod_each(self.gpu.as_ref(), batch, stream)?;
-            }
-        }
+        unsafe { self.gpu.copy_htod_batch_async(batch, stream)? };
         Stats::add(&self.stats.gpu_copies, batch.len() as u64);
-        if self.cfg.batch_copies && batch.len() > 1 {
+        if batch.len() > 1 {
             Stats::add(&self.stats.gpu_copy_batches, 1);
         }
         Ok(())
