@@ -10,10 +10,12 @@
 //! an async copy followed by a stream synchronisation on the caller's thread.
 
 use crate::bounce::Slab;
+use crate::errno::{libc_result, verdict, Verdict, Way, MAX_RETRIES};
 use crate::error::{Error, OpError, Result};
 use crate::gpu::{Gpu, Stream};
 use crate::request::{Direction, IoRequest, Memory};
 use crate::MAX_RW_COUNT;
+use crate::{log::Level, log_once};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -115,13 +117,16 @@ pub(crate) fn device_io(gpu: &Arc<dyn Gpu>, req: &IoRequest) -> Result<usize> {
 /// A small host-memory transfer on the caller's thread: what pread/pwrite
 /// would cost, without a hand-off. Reads use the page cache when the range is
 /// resident (RWF_NOWAIT) and O_DIRECT when it is not and the request is
-/// aligned; writes go to the descriptor kind the caller opened.
+/// aligned; writes go to the descriptor kind the caller opened. Each result
+/// means what [`crate::errno`] says it means.
 pub(crate) fn host_io(req: &IoRequest) -> Result<usize> {
     let Memory::Host(p) = req.mem else {
         return Err(OpError::InternalError.into());
     };
     let f = &req.file;
     let size = req.size.min(MAX_RW_COUNT);
+    // O_DIRECT was refused with EINVAL: the page cache from then on.
+    let mut no_direct = false;
     let aligned = |off: u64, ptr: usize, len: usize| {
         f.direct().is_some_and(|(_, a)| {
             off % a == 0 && len as u64 % a == 0 && ptr as u64 % f.dio_mem_align.max(1) as u64 == 0
@@ -133,7 +138,11 @@ pub(crate) fn host_io(req: &IoRequest) -> Result<usize> {
         let off = req.file_offset + done as u64;
         let ptr = p + done;
         let len = size - done;
-        let r = match req.dir {
+        let direct_fd = match f.direct() {
+            Some((dfd, _)) if !no_direct && aligned(off, ptr, len) => Some(dfd),
+            _ => None,
+        };
+        let v = match req.dir {
             Direction::Read => {
                 let iov = libc::iovec {
                     iov_base: ptr as *mut libc::c_void,
@@ -143,55 +152,68 @@ pub(crate) fn host_io(req: &IoRequest) -> Result<usize> {
                 // A RWF_NOWAIT read that misses still starts readahead, which
                 // would read the range a second time. (A small read skips the
                 // question: it would cost more than the read.)
-                let want_direct = aligned(off, ptr, len)
+                let want_direct = direct_fd.is_some()
                     && (f.client_direct
                         || len > crate::config::INLINE_OTHER_MAX_BYTES
                             && crate::file::fully_cached(f.buffered_fd, off, len as u64)
                                 == Some(false));
-                let mut r = if want_direct {
-                    -1
+                let probe = if want_direct {
+                    Verdict::Miss
                 } else {
                     // SAFETY: the caller's buffer covers [ptr, ptr + len) (the C contract).
-                    unsafe { libc::preadv2(f.buffered_fd, &iov, 1, off as i64, libc::RWF_NOWAIT) }
-                };
-                let e = std::io::Error::last_os_error().raw_os_error();
-                if r < 0 && (want_direct || e == Some(libc::EAGAIN) || e == Some(libc::EOPNOTSUPP))
-                {
-                    let fd = match f.direct() {
-                        Some((dfd, _)) if aligned(off, ptr, len) => dfd,
-                        _ => f.buffered_fd,
+                    let r = unsafe {
+                        libc::preadv2(f.buffered_fd, &iov, 1, off as i64, libc::RWF_NOWAIT)
                     };
-                    // SAFETY: as above.
-                    r = unsafe { libc::pread(fd, ptr as *mut libc::c_void, len, off as i64) };
+                    verdict(Way::CacheProbe, libc_result(r), len)
+                };
+                match probe {
+                    Verdict::Miss | Verdict::FallBack => {
+                        let (fd, way) = match direct_fd {
+                            Some(dfd) => (dfd, Way::DirectRead),
+                            None => (f.buffered_fd, Way::BufferedRead),
+                        };
+                        // SAFETY: as above.
+                        let r =
+                            unsafe { libc::pread(fd, ptr as *mut libc::c_void, len, off as i64) };
+                        verdict(way, libc_result(r), len)
+                    }
+                    v => v,
                 }
-                r
             }
             Direction::Write => {
-                let fd = match f.direct() {
-                    Some((dfd, _)) if f.client_direct && aligned(off, ptr, len) => dfd,
-                    _ => f.buffered_fd,
+                let (fd, way) = match direct_fd {
+                    Some(dfd) if f.client_direct => (dfd, Way::DirectWrite),
+                    _ => (f.buffered_fd, Way::BufferedWrite),
                 };
                 // SAFETY: the caller's buffer covers [ptr, ptr + len).
-                unsafe { libc::pwrite(fd, ptr as *const libc::c_void, len, off as i64) }
+                let r = unsafe { libc::pwrite(fd, ptr as *const libc::c_void, len, off as i64) };
+                verdict(way, libc_result(r), len)
             }
         };
-        if r < 0 {
-            let e = std::io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO);
-            if (e == libc::EINTR || e == libc::EAGAIN) && retries < 64 {
+        match v {
+            Verdict::Complete(n) | Verdict::Short(n) => done += n,
+            Verdict::Eof => break,
+            Verdict::Retry(errno) => {
+                if retries >= MAX_RETRIES {
+                    return Err(Error::Os(errno));
+                }
                 retries += 1;
-                continue;
             }
-            return Err(Error::Os(e));
-        }
-        if r == 0 {
-            if req.dir == Direction::Read {
-                break; // EOF
+            Verdict::FallBack => {
+                log_once!(
+                    Level::Warn,
+                    "an O_DIRECT transfer was refused with EINVAL although it met the \
+                     announced alignment; using the page cache for it"
+                );
+                no_direct = true;
             }
-            return Err(Error::Os(libc::EIO));
+            Verdict::Fail(errno) => return Err(Error::Os(errno)),
+            Verdict::Miss => {
+                // Only a page-cache probe misses, and its miss was handled above.
+                crate::log_error!("internal error: a page-cache miss reached the inline loop");
+                return Err(OpError::InternalError.into());
+            }
         }
-        done += r as usize;
     }
     Ok(done)
 }

@@ -27,6 +27,7 @@
 pub mod batch;
 pub mod bounce;
 pub mod config;
+mod errno;
 pub mod error;
 pub mod file;
 pub mod gpu;

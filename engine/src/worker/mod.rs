@@ -14,10 +14,8 @@
 //! Write from device memory: D2H copy → slot → [O_DIRECT | buffered] write → done
 //! Write from host memory:   straight from the buffer
 //!
-//! Errno handling, once each: EINTR and EAGAIN retry (bounded); a short transfer
-//! resubmits the rest; 0 on a read is EOF; EINVAL on O_DIRECT is an alignment
-//! the filesystem did not announce, so the chunk falls back to the page cache;
-//! anything else fails the chunk with that errno.
+//! What a completion's errno means is [`crate::errno`]'s table, shared with
+//! the inline path.
 //!
 //! Files: `admission.rs` (which chunks the worker takes from the queue),
 //! `slots.rs` (bounce slots), `storage.rs` (ring ops and their completions),
@@ -48,9 +46,6 @@ use std::time::Instant;
 /// Longest a worker waits for the kernel while it has GPU copies in flight or
 /// room for more work (a 1 MiB copy takes about 20 µs on the H200's link).
 const WAIT_SLICE: std::time::Duration = std::time::Duration::from_micros(100);
-
-/// Retries for EINTR/EAGAIN/no-progress on one chunk before it fails.
-const MAX_RETRIES: u32 = 64;
 
 pub(crate) struct WorkerHandle {
     join: Option<JoinHandle<()>>,

@@ -1,8 +1,9 @@
 //! Storage I/O: the read and write ops a chunk submits to the worker's ring,
 //! and what their completions mean.
 
-use super::{Active, Phase, Worker, MAX_RETRIES};
+use super::{Active, Phase, Worker};
 use crate::config::ReadMode;
+use crate::errno::{libc_result, verdict, Verdict, Way, MAX_RETRIES};
 use crate::error::{Error, OpError, Result};
 use crate::request::{Direction, Memory};
 use crate::ring::{Cqe, Op};
@@ -21,6 +22,7 @@ fn copy_to_caller(src: *const u8, dst: usize, len: usize) -> Result<()> {
     static REFUSED: AtomicBool = AtomicBool::new(false);
     if !REFUSED.load(Ordering::Relaxed) {
         let mut done = 0usize;
+        let mut retries = 0u32;
         while done < len {
             let local = libc::iovec {
                 // SAFETY: done < len, inside the slot.
@@ -33,21 +35,26 @@ fn copy_to_caller(src: *const u8, dst: usize, len: usize) -> Result<()> {
             };
             // SAFETY: `local` names slot memory we own; the kernel validates `remote`.
             let n = unsafe { libc::process_vm_writev(libc::getpid(), &local, 1, &remote, 1, 0) };
-            if n > 0 {
-                done += n as usize;
-                continue;
-            }
-            let e = std::io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO);
-            match e {
-                libc::EFAULT => return Err(Error::Os(libc::EFAULT)),
-                libc::EINTR => continue,
-                _ if done == 0 => {
+            let res = libc_result(n);
+            match verdict(Way::CheckedCopy, res, len - done) {
+                Verdict::Complete(n) | Verdict::Short(n) => done += n,
+                Verdict::Retry(errno) => {
+                    if retries >= MAX_RETRIES {
+                        return Err(Error::Os(errno));
+                    }
+                    retries += 1;
+                }
+                Verdict::FallBack if done == 0 => {
                     REFUSED.store(true, Ordering::Relaxed);
                     break;
                 }
-                _ => return Err(Error::Os(e)),
+                // Refused part-way: the system did not refuse the call itself.
+                Verdict::FallBack => return Err(Error::Os(-res as i32)),
+                Verdict::Fail(errno) => return Err(Error::Os(errno)),
+                Verdict::Eof | Verdict::Miss => {
+                    crate::log_error!("internal error: a read verdict for a host copy");
+                    return Err(OpError::InternalError.into());
+                }
             }
         }
         if done == len {
@@ -235,7 +242,9 @@ impl Worker {
         match self.act(id).phase {
             Phase::NowaitRead | Phase::BufferedRead | Phase::DirectRead => self.next_read(id),
             Phase::Write => self.next_write(id),
-            _ => self.finish(id, Err(OpError::InternalError.into())),
+            Phase::NeedSlot | Phase::ToDevice | Phase::FromDevice => {
+                self.internal_error(id, "a retry for a chunk with nothing in the ring")
+            }
         }
     }
 
@@ -249,77 +258,65 @@ impl Worker {
             Phase::NowaitRead | Phase::BufferedRead => self.on_buffered_read(id, res),
             Phase::DirectRead => self.on_direct_read(id, res),
             Phase::Write => self.on_write(id, res),
-            _ => {}
+            Phase::NeedSlot | Phase::ToDevice | Phase::FromDevice => {
+                self.internal_error(id, "a ring completion for a chunk with nothing in the ring")
+            }
         }
     }
 
     pub(super) fn on_buffered_read(&mut self, id: usize, res: i32) {
         let a = self.act(id);
         let nowait = a.phase == Phase::NowaitRead;
-        if res == -libc::EAGAIN && nowait {
-            // Not (all) in the page cache: what is missing comes by O_DIRECT.
-            Stats::add(&self.stats.cache_misses, 1);
-            let a = self.act(id);
-            a.want_direct = true;
-            a.retries = 0;
-            self.next_read(id);
-        } else if nowait && (res == -libc::EOPNOTSUPP || res == -libc::EINVAL) {
-            // The filesystem cannot do RWF_NOWAIT (tmpfs, some FUSE): plain reads.
-            log_once!(
-                Level::Info,
-                "RWF_NOWAIT refused ({}); reading through the page cache",
-                -res
-            );
-            let a = self.act(id);
-            a.buffered_only = true;
-            self.next_read(id);
-        } else if res == -libc::EINTR || res == -libc::EAGAIN {
-            self.retry_or_fail(id, -res);
-        } else if res < 0 {
-            self.finish(id, Err(Error::Os(-res)));
-        } else if res == 0 {
-            self.read_complete(id);
+        let way = if nowait {
+            Way::CacheProbe
         } else {
-            let counter = if nowait {
-                &self.stats.cache_hit_bytes
-            } else {
-                &self.stats.buffered_read_bytes
-            };
-            Stats::add(counter, res as u64);
-            let a = self.act(id);
-            a.done += res as usize;
-            a.retries = 0;
-            if a.done >= a.chunk.len {
-                self.read_complete(id);
-            } else {
-                // Short: partly cached (probe again from where the cache stopped),
-                // or EOF, which the next read reports as 0.
+            Way::BufferedRead
+        };
+        match verdict(way, res as isize, a.chunk.len - a.done) {
+            Verdict::Miss => {
+                // Not (all) in the page cache: what is missing comes by O_DIRECT.
+                Stats::add(&self.stats.cache_misses, 1);
+                let a = self.act(id);
+                a.want_direct = true;
+                a.retries = 0;
                 self.next_read(id);
+            }
+            Verdict::FallBack => {
+                // The filesystem cannot do RWF_NOWAIT (tmpfs, some FUSE): plain reads.
+                log_once!(
+                    Level::Info,
+                    "RWF_NOWAIT refused ({}); reading through the page cache",
+                    -res
+                );
+                let a = self.act(id);
+                a.buffered_only = true;
+                self.next_read(id);
+            }
+            Verdict::Retry(errno) => self.retry_or_fail(id, errno),
+            Verdict::Fail(errno) => self.finish(id, Err(Error::Os(errno))),
+            Verdict::Eof => self.read_complete(id),
+            Verdict::Complete(n) | Verdict::Short(n) => {
+                let counter = if nowait {
+                    &self.stats.cache_hit_bytes
+                } else {
+                    &self.stats.buffered_read_bytes
+                };
+                Stats::add(counter, n as u64);
+                let a = self.act(id);
+                a.done += n;
+                a.retries = 0;
+                if a.done >= a.chunk.len {
+                    self.read_complete(id);
+                } else {
+                    // Short: partly cached (probe again from where the cache stopped),
+                    // or EOF, which the next read reports as 0.
+                    self.next_read(id);
+                }
             }
         }
     }
 
     pub(super) fn on_direct_read(&mut self, id: usize, res: i32) {
-        if res == -libc::EINTR || res == -libc::EAGAIN {
-            self.retry_or_fail(id, -res);
-            return;
-        }
-        if res == -libc::EINVAL {
-            log_once!(
-                Level::Warn,
-                "an O_DIRECT read was refused with EINVAL although it met the announced \
-                 alignment; falling back to the page cache for such reads"
-            );
-            let a = self.act(id);
-            a.buffered_only = true;
-            self.next_read(id);
-            return;
-        }
-        if res < 0 {
-            self.finish(id, Err(Error::Os(-res)));
-            return;
-        }
-        Stats::add(&self.stats.direct_read_bytes, res as u64);
         let a = self.act(id);
         let Some((_, align)) = a.chunk.file.direct() else {
             self.finish(id, Err(OpError::InternalError.into()));
@@ -327,20 +324,41 @@ impl Worker {
         };
         let start = a.chunk.file_offset;
         let end = start + a.chunk.len as u64;
-        let valid_end = a.io_start + res as u64;
-        let cur = start + a.done as u64;
-        if valid_end > cur {
-            a.done = (valid_end.min(end) - start) as usize;
-        }
-        if res == 0 || a.done >= a.chunk.len || res as u64 % align != 0 {
-            // Complete, or EOF (nothing more, or a partial last block).
-            self.read_complete(id);
-        } else {
-            a.retries += 1;
-            if a.retries > MAX_RETRIES {
-                self.finish(id, Err(Error::Os(libc::EIO)));
-            } else {
+        let asked = (align_up(end, align) - a.io_start) as usize;
+        match verdict(Way::DirectRead, res as isize, asked) {
+            Verdict::Retry(errno) => self.retry_or_fail(id, errno),
+            Verdict::FallBack => {
+                log_once!(
+                    Level::Warn,
+                    "an O_DIRECT read was refused with EINVAL although it met the announced \
+                     alignment; falling back to the page cache for such reads"
+                );
+                let a = self.act(id);
+                a.buffered_only = true;
                 self.next_read(id);
+            }
+            Verdict::Fail(errno) => self.finish(id, Err(Error::Os(errno))),
+            Verdict::Miss => self.internal_error(id, "a page-cache miss on an O_DIRECT read"),
+            Verdict::Eof => self.read_complete(id),
+            Verdict::Complete(n) | Verdict::Short(n) => {
+                Stats::add(&self.stats.direct_read_bytes, n as u64);
+                let a = self.act(id);
+                let valid_end = a.io_start + n as u64;
+                let cur = start + a.done as u64;
+                if valid_end > cur {
+                    a.done = (valid_end.min(end) - start) as usize;
+                }
+                if a.done >= a.chunk.len || n as u64 % align != 0 {
+                    // Complete, or EOF inside the last block.
+                    self.read_complete(id);
+                } else {
+                    a.retries += 1;
+                    if a.retries > MAX_RETRIES {
+                        self.finish(id, Err(Error::Os(libc::EIO)));
+                    } else {
+                        self.next_read(id);
+                    }
+                }
             }
         }
     }
@@ -365,42 +383,48 @@ impl Worker {
     }
 
     pub(super) fn on_write(&mut self, id: usize, res: i32) {
-        if res == -libc::EINTR || res == -libc::EAGAIN {
-            self.retry_or_fail(id, -res);
-            return;
-        }
-        if res == -libc::EINVAL {
-            let a = self.act(id);
-            if !a.buffered_only && a.chunk.file.client_direct {
-                log_once!(Level::Warn, "an O_DIRECT write was refused with EINVAL; using the page cache for such writes");
-                a.buffered_only = true;
+        let a = self.act(id);
+        let way = if a.write_direct {
+            Way::DirectWrite
+        } else {
+            Way::BufferedWrite
+        };
+        match verdict(way, res as isize, a.chunk.len - a.done) {
+            Verdict::Retry(errno) => self.retry_or_fail(id, errno),
+            Verdict::FallBack => {
+                log_once!(
+                    Level::Warn,
+                    "an O_DIRECT write was refused with EINVAL; using the page cache for such writes"
+                );
+                self.act(id).buffered_only = true;
                 self.next_write(id);
-                return;
+            }
+            Verdict::Fail(errno) => self.finish(id, Err(Error::Os(errno))),
+            Verdict::Eof | Verdict::Miss => self.internal_error(id, "a read verdict for a write"),
+            Verdict::Complete(n) | Verdict::Short(n) => {
+                let counter = if way == Way::DirectWrite {
+                    &self.stats.direct_write_bytes
+                } else {
+                    &self.stats.buffered_write_bytes
+                };
+                Stats::add(counter, n as u64);
+                let a = self.act(id);
+                a.done += n;
+                if a.done >= a.chunk.len {
+                    let done = a.chunk.len;
+                    self.finish(id, Ok(done));
+                } else {
+                    a.retries = 0;
+                    self.next_write(id);
+                }
             }
         }
-        if res < 0 {
-            self.finish(id, Err(Error::Os(-res)));
-            return;
-        }
-        if res == 0 {
-            self.retry_or_fail(id, libc::EIO);
-            return;
-        }
-        let a = self.act(id);
-        let counter = if a.write_direct {
-            &self.stats.direct_write_bytes
-        } else {
-            &self.stats.buffered_write_bytes
-        };
-        Stats::add(counter, res as u64);
-        let a = self.act(id);
-        a.done += res as usize;
-        if a.done >= a.chunk.len {
-            let done = a.chunk.len;
-            self.finish(id, Ok(done));
-        } else {
-            a.retries = 0;
-            self.next_write(id);
-        }
+    }
+
+    /// A chunk met a state its code cannot be in: log it and fail the chunk
+    /// (never drop it, which would leave its request waiting forever).
+    pub(super) fn internal_error(&mut self, id: usize, what: &str) {
+        crate::log_error!("hipfile-io-{}: internal error: {what}", self.id);
+        self.finish(id, Err(OpError::InternalError.into()));
     }
 }
