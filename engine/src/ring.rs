@@ -5,8 +5,20 @@
 //! tables. A [`FaultPlan`] can sit between the kernel and the caller to rewrite
 //! completions (tests only): short transfers, EINTR, EAGAIN, EIO, ENOSPC,
 //! ECANCELED, and reordering.
+//!
+//! Neither queue of the ring can stall the caller:
+//! - a full submission queue parks the op in a bounded FIFO of the ring's own
+//!   (as many ops as the queue holds), which feeds the queue, in order, as the
+//!   kernel consumes it; past that bound `push` fails instead of blocking;
+//! - an overflowed completion queue (`io_uring_enter` fails with EBUSY while
+//!   the kernel holds completions it could not post) is emptied into a
+//!   backlog that [`Ring::reap`] hands out first, and the call is repeated.
+//!   The worker keeps fewer ops in flight than the completion queue holds
+//!   (twice the submission queue), so this is a safeguard, not a path.
 
+use crate::{log::Level, log_once};
 use io_uring::{opcode, squeue, types, IoUring};
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
@@ -70,13 +82,26 @@ pub trait FaultPlan: Send {
 
 pub struct Ring {
     uring: IoUring,
-    /// Ops in flight by user_data, so a fault plan can see what it rewrites.
+    /// Ops pushed and not reaped, by user_data (parked ones too), so a fault
+    /// plan can see what it rewrites.
     ops: std::collections::HashMap<u64, Op>,
     faults: Option<Box<dyn FaultPlan>>,
-    unsubmitted: usize,
+    /// Ops that found the submission queue full, oldest first.
+    parked: VecDeque<squeue::Entry>,
+    /// At most this many ops wait in `parked`.
+    parked_max: usize,
+    /// Completions taken off an overflowed completion queue, not yet reaped.
+    backlog: Vec<Cqe>,
     /// The kernel refused a timed wait (EXT_ARG, Linux < 5.11): waits block.
     no_timed_wait: bool,
+    /// Tests: the next `io_uring_enter` calls fail with these errnos, unissued.
+    #[cfg(test)]
+    fail_next_enter: VecDeque<i32>,
 }
+
+/// Consecutive EBUSY answers, each after the completion queue was emptied,
+/// before `io_uring_enter` gives the error to the caller.
+const MAX_BUSY: u32 = 3;
 
 impl Ring {
     pub fn new(entries: u32) -> io::Result<Ring> {
@@ -87,12 +112,17 @@ impl Ring {
                 // Older kernels (< 6.0) refuse SINGLE_ISSUER; it is only a hint.
                 IoUring::new(entries)
             })?;
+        let parked_max = uring.params().sq_entries() as usize;
         Ok(Ring {
             uring,
             ops: std::collections::HashMap::new(),
             faults: None,
-            unsubmitted: 0,
+            parked: VecDeque::with_capacity(parked_max),
+            parked_max,
+            backlog: Vec::new(),
             no_timed_wait: false,
+            #[cfg(test)]
+            fail_next_enter: VecDeque::new(),
         })
     }
 
@@ -115,25 +145,48 @@ impl Ring {
         self.ops.len() + self.faults.as_ref().map_or(0, |p| p.holding())
     }
 
-    /// Queue `op`, tagged `user_data` (unique among in-flight ops).
+    /// Queue `op`, tagged `user_data` (unique among in-flight ops). When the
+    /// submission queue is full the op is parked and enters it, in order, at
+    /// a later submit; EAGAIN when the parking space is full too.
     ///
     /// # Safety
     /// The memory `op` names must stay valid and unaliased until its completion
     /// is returned by `reap`.
     pub unsafe fn push(&mut self, op: Op, user_data: u64) -> io::Result<()> {
         let entry = build_sqe(&op).user_data(user_data);
-        loop {
-            // SAFETY: the entry's buffers are valid until completion (caller's contract).
-            let pushed = unsafe { self.uring.submission().push(&entry) };
-            if pushed.is_ok() {
-                break;
+        // Behind parked ops, an op waits its turn: ops enter the kernel in push order.
+        // SAFETY: the entry's buffers are valid until completion (caller's contract).
+        if !self.parked.is_empty() || unsafe { self.uring.submission().push(&entry) }.is_err() {
+            if self.parked.len() >= self.parked_max {
+                return Err(io::Error::from_raw_os_error(libc::EAGAIN));
             }
-            // Submission queue full: hand what is queued to the kernel and retry.
-            self.submit()?;
+            self.parked.push_back(entry);
         }
-        self.unsubmitted += 1;
         self.ops.insert(user_data, op);
         Ok(())
+    }
+
+    /// Move parked ops into the submission queue while it has room.
+    fn unpark(&mut self) {
+        let mut sq = self.uring.submission();
+        while let Some(entry) = self.parked.front() {
+            // SAFETY: pushed by `push`, whose caller keeps the buffers valid
+            // until the op's completion.
+            if unsafe { sq.push(entry) }.is_err() {
+                break;
+            }
+            self.parked.pop_front();
+        }
+    }
+
+    /// Move the posted completions into the backlog; how many there were.
+    fn drain_completions(&mut self) -> usize {
+        let before = self.backlog.len();
+        self.backlog.extend(self.uring.completion().map(|c| Cqe {
+            user_data: c.user_data(),
+            result: c.result(),
+        }));
+        self.backlog.len() - before
     }
 
     /// Submit queued entries without waiting.
@@ -151,65 +204,100 @@ impl Ring {
     /// nothing completed (a worker then looks at its GPU copies and the work
     /// queue). Blocks without a limit on kernels that cannot time the wait.
     pub fn submit_and_wait_for(&mut self, want: usize, timeout: Duration) -> io::Result<()> {
-        let timeout = (!self.no_timed_wait).then_some(timeout);
-        self.enter(want, timeout)
+        self.enter(want, Some(timeout))
     }
 
     fn enter(&mut self, want: usize, timeout: Option<Duration>) -> io::Result<()> {
-        let want = want.min(self.ops.len());
-        // Nothing to wait for: a timeout would only add a syscall argument.
-        let ts = timeout.filter(|_| want > 0).map(types::Timespec::from);
+        self.unpark();
+        // Parked ops are not in the kernel: no completion of theirs can come.
+        let mut want = want.min(self.ops.len() - self.parked.len());
+        let mut busy = 0;
         loop {
-            let r = match &ts {
-                Some(ts) => {
-                    let args = types::SubmitArgs::new().timespec(ts);
-                    self.uring.submitter().submit_with_args(want, &args)
-                }
-                None => self.uring.submit_and_wait(want),
+            // Completions already taken off the queue count towards the wait.
+            want = want.saturating_sub(self.backlog.len());
+            // Nothing to wait for: a timeout would only add a syscall argument.
+            let ts = timeout
+                .filter(|_| want > 0 && !self.no_timed_wait)
+                .map(types::Timespec::from);
+            let r = match self.take_injected_failure() {
+                Some(e) => Err(e),
+                None => match &ts {
+                    Some(ts) => {
+                        let args = types::SubmitArgs::new().timespec(ts);
+                        self.uring.submitter().submit_with_args(want, &args)
+                    }
+                    None => self.uring.submit_and_wait(want),
+                },
             };
             let Err(e) = r else {
-                self.unsubmitted = 0;
-                return Ok(());
+                break;
             };
             match e.raw_os_error() {
                 Some(libc::EINTR) => continue,
                 // Timed out: the entries were submitted all the same.
-                Some(libc::ETIME) if ts.is_some() => {
-                    self.unsubmitted = 0;
-                    return Ok(());
+                Some(libc::ETIME) if ts.is_some() => break,
+                // The completion queue overflowed and the kernel holds
+                // completions it could not post; it takes no submissions until
+                // they fit. Empty the queue into the backlog and enter again.
+                Some(libc::EBUSY) => {
+                    if self.drain_completions() == 0 {
+                        busy += 1;
+                        if busy >= MAX_BUSY {
+                            return Err(e);
+                        }
+                    }
                 }
-                // CQ overflow backlog: the caller must reap first; report success so it does.
-                Some(libc::EBUSY) => return Ok(()),
                 // No EXT_ARG (Linux < 5.11): wait without a limit from now on.
-                Some(libc::EINVAL) if ts.is_some() => {
-                    self.no_timed_wait = true;
-                    return self.enter(want, None);
-                }
+                Some(libc::EINVAL) if ts.is_some() => self.no_timed_wait = true,
                 _ => return Err(e),
             }
         }
+        self.unpark();
+        Ok(())
     }
 
-    /// Move ready completions into `out` (after the fault plan, if any).
+    #[cfg(test)]
+    fn take_injected_failure(&mut self) -> Option<io::Error> {
+        self.fail_next_enter
+            .pop_front()
+            .map(io::Error::from_raw_os_error)
+    }
+
+    #[cfg(not(test))]
+    fn take_injected_failure(&mut self) -> Option<io::Error> {
+        None
+    }
+
+    /// Move ready completions into `out` (after the fault plan, if any):
+    /// first those an overflow put in the backlog, then the posted ones.
     pub fn reap(&mut self, out: &mut Vec<Cqe>) {
-        let mut raw = Vec::new();
-        for cqe in self.uring.completion() {
-            raw.push(Cqe {
-                user_data: cqe.user_data(),
-                result: cqe.result(),
-            });
-        }
-        for cqe in raw {
-            let Some(op) = self.ops.remove(&cqe.user_data) else {
+        let Ring {
+            uring,
+            ops,
+            faults,
+            backlog,
+            ..
+        } = self;
+        let posted = uring.completion().map(|c| Cqe {
+            user_data: c.user_data(),
+            result: c.result(),
+        });
+        for cqe in backlog.drain(..).chain(posted) {
+            let Some(op) = ops.remove(&cqe.user_data) else {
+                log_once!(
+                    Level::Error,
+                    "io_uring completion for no pushed op (user_data {}); ignored",
+                    cqe.user_data
+                );
                 continue;
             };
-            match self.faults.as_mut() {
+            match faults.as_mut() {
                 Some(plan) => plan.on_complete(&op, cqe, out),
                 None => out.push(cqe),
             }
         }
-        if self.ops.is_empty() {
-            if let Some(plan) = self.faults.as_mut() {
+        if ops.is_empty() {
+            if let Some(plan) = faults.as_mut() {
                 plan.flush(out);
             }
         }
@@ -423,6 +511,159 @@ mod tests {
             libc::close(fds[0]);
             libc::close(fds[1]);
         }
+    }
+
+    /// A file of 64 bytes `0, 1, 2, ...` that deletes itself.
+    struct Bytes64(std::path::PathBuf, std::fs::File);
+
+    impl Bytes64 {
+        fn new(name: &str) -> Bytes64 {
+            let path =
+                std::env::temp_dir().join(format!("hipfile-ring-{name}-{}", std::process::id()));
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(true)
+                .read(true)
+                .write(true)
+                .open(&path)
+                .unwrap();
+            f.write_all(&(0..64).collect::<Vec<u8>>()).unwrap();
+            Bytes64(path, f)
+        }
+
+        /// A read of the 4 bytes at `4 * i` into `buf`.
+        fn read4(&self, i: usize, buf: &mut [u8; 4]) -> Op {
+            Op::Read {
+                fd: self.1.as_raw_fd(),
+                buf: buf.as_mut_ptr(),
+                len: 4,
+                offset: 4 * i as u64,
+                fixed: None,
+                nowait: false,
+            }
+        }
+    }
+
+    impl Drop for Bytes64 {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    /// Submit and reap until `n` completions came (at most 1000 rounds).
+    fn reap_n(ring: &mut Ring, n: usize) -> Vec<Cqe> {
+        let mut out = Vec::new();
+        for _ in 0..1000 {
+            if out.len() >= n {
+                break;
+            }
+            ring.submit_and_wait(1).unwrap();
+            ring.reap(&mut out);
+        }
+        out
+    }
+
+    #[test]
+    fn a_full_submission_queue_parks_ops_in_push_order() {
+        let file = Bytes64::new("park");
+        let mut ring = Ring::new(2).unwrap();
+        assert_eq!(ring.parked_max, 2);
+        let mut bufs = [[0u8; 4]; 4];
+        for (i, b) in bufs.iter_mut().enumerate() {
+            // SAFETY: `bufs` outlives the ops: all are reaped below.
+            unsafe { ring.push(file.read4(i, b), i as u64).unwrap() };
+        }
+        // Two fit the queue; the other two wait, oldest first, without a submit.
+        let parked: Vec<u64> = ring.parked.iter().map(|e| e.get_user_data()).collect();
+        assert_eq!(parked, [2, 3]);
+        assert_eq!(ring.in_flight(), 4);
+        let mut done = reap_n(&mut ring, 4);
+        done.sort_by_key(|c| c.user_data);
+        let want: Vec<Cqe> = (0..4)
+            .map(|i| Cqe {
+                user_data: i,
+                result: 4,
+            })
+            .collect();
+        assert_eq!(done, want);
+        for (i, b) in bufs.iter().enumerate() {
+            let i = 4 * i as u8;
+            assert_eq!(*b, [i, i + 1, i + 2, i + 3]);
+        }
+        assert_eq!(ring.in_flight(), 0);
+    }
+
+    #[test]
+    fn a_push_past_the_parking_space_is_refused() {
+        let file = Bytes64::new("refuse");
+        let mut ring = Ring::new(2).unwrap();
+        let mut bufs = [[0u8; 4]; 5];
+        for (i, b) in bufs.iter_mut().enumerate() {
+            // SAFETY: `bufs` outlives the ops: all pushed ones are reaped below.
+            let r = unsafe { ring.push(file.read4(i, b), i as u64) };
+            if i < 4 {
+                r.unwrap();
+            } else {
+                assert_eq!(r.unwrap_err().raw_os_error(), Some(libc::EAGAIN));
+            }
+        }
+        assert_eq!(ring.in_flight(), 4, "the refused op is not in flight");
+        assert_eq!(reap_n(&mut ring, 4).len(), 4);
+    }
+
+    #[test]
+    fn an_overflowed_completion_queue_is_emptied_and_the_submission_repeated() {
+        let file = Bytes64::new("busy");
+        let mut ring = Ring::new(2).unwrap();
+        let (mut a, mut b) = ([0u8; 4], [0u8; 4]);
+        // SAFETY: `a` and `b` outlive the ops: both are reaped below.
+        unsafe { ring.push(file.read4(1, &mut a), 1).unwrap() };
+        ring.submit_and_wait(1).unwrap();
+        // A's completion is posted; B waits in the submission queue when the
+        // kernel answers EBUSY (the overflow the ring cannot make here).
+        // SAFETY: as above.
+        unsafe { ring.push(file.read4(2, &mut b), 2).unwrap() };
+        ring.fail_next_enter.push_back(libc::EBUSY);
+        ring.submit_and_wait(1).unwrap();
+        assert_eq!(
+            ring.uring.submission().len(),
+            0,
+            "B was left in the submission queue"
+        );
+        assert_eq!(ring.backlog.len(), 1, "A's completion was not set aside");
+        let done = reap_n(&mut ring, 2);
+        assert_eq!(
+            done[0],
+            Cqe {
+                user_data: 1,
+                result: 4
+            },
+            "the set-aside completion comes first"
+        );
+        assert_eq!(
+            done[1..],
+            [Cqe {
+                user_data: 2,
+                result: 4
+            }]
+        );
+        assert_eq!((a, b), ([4, 5, 6, 7], [8, 9, 10, 11]));
+    }
+
+    #[test]
+    fn ebusy_that_emptying_the_completion_queue_does_not_end_is_an_error() {
+        let file = Bytes64::new("stuck");
+        let mut ring = Ring::new(2).unwrap();
+        let mut a = [0u8; 4];
+        // SAFETY: `a` outlives the op: it is reaped below.
+        unsafe { ring.push(file.read4(0, &mut a), 0).unwrap() };
+        ring.fail_next_enter
+            .extend([libc::EBUSY; MAX_BUSY as usize]);
+        let e = ring.submit_and_wait(1).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EBUSY));
+        // The op is still queued and completes at the next entry.
+        assert_eq!(reap_n(&mut ring, 1).len(), 1);
+        assert_eq!(a, [0, 1, 2, 3]);
     }
 
     #[test]
