@@ -234,6 +234,18 @@ pub(crate) struct Chunk {
     pub queued_at: std::time::Instant,
 }
 
+impl std::fmt::Debug for Chunk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chunk")
+            .field("idx", &self.idx)
+            .field("dir", &self.dir)
+            .field("mem", &self.mem)
+            .field("file_offset", &self.file_offset)
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

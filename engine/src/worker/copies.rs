@@ -1,19 +1,26 @@
 //! GPU copies and their events: where a chunk waits for its copy.
+//!
+//! A chunk whose copy is queued is an [`OnGpu`] in [`Copies`], in the order
+//! the copies were queued, until an event recorded after its copy has
+//! completed. One event per device and pass covers every copy the worker
+//! queued on that device's stream in the pass (a stream runs its copies in
+//! order): a worker that queued several copies together (the reads of a
+//! batch that completed together) records, polls and waits on one event,
+//! not one per copy. On the H200, an event after every 1 MiB copy carried
+//! 44–45 GB/s; one after every four, 47–48.
 
-use super::{Phase, Worker};
-use crate::error::{Error, OpError, Result};
-use crate::gpu::{Event, Gpu, GpuError, HtodCopy, Stream};
-use crate::request::Memory;
-use crate::stats::{Stage, Stats};
-use std::collections::HashMap;
-use std::sync::Mutex;
+use super::chunk::{GpuCopy, OnGpu};
+use crate::error::{Error, Result};
+use crate::gpu::{Event, Gpu, GpuError, GpuResult, HtodCopy, Stream};
+use crate::stats::Stats;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 
 /// Worker streams made ahead of time, one per worker and device.
 ///
 /// Creating a stream while a user's stream is parked by a stream op can stall
 /// inside the driver: on the H200 `cuStreamCreate` spun forever once the
-/// context held many streams (two leaked per seed by the stream fault test),
-/// and the op it was meant to serve never finished. So the stream path calls
+/// context held many streams, and the op it was meant to serve never finished. So the stream path calls
 /// [`StreamPool::prepare`] for a device before it parks the first stream on it,
 /// and a worker takes its prepared stream instead of creating one then.
 #[derive(Default)]
@@ -62,224 +69,221 @@ impl StreamPool {
     }
 }
 
-impl Worker {
-    pub(super) fn stream_for(&mut self, device: i32) -> std::result::Result<Stream, GpuError> {
-        if let Some(s) = self.streams.get(&device) {
-            return Ok(*s);
+/// A chunk on the GPU and what is known of its copy.
+struct Copying {
+    chunk: OnGpu,
+    /// A host-to-device copy not yet given to the runtime (the pass's batch).
+    htod: Option<HtodCopy>,
+    /// The event recorded after this chunk's copy, if one was; a copy
+    /// without one completes with the next event on its stream.
+    event: Option<Event>,
+    /// Queued since the last [`Copies::flush`].
+    unflushed: bool,
+    /// The runtime refused the copy or its event (the chunk fails).
+    failed: Option<GpuError>,
+}
+
+/// The worker's streams and events, and its chunks on the GPU.
+pub(super) struct Copies {
+    worker: usize,
+    gpu: Arc<dyn Gpu>,
+    stats: Arc<Stats>,
+    /// Streams prepared for this engine's workers (see [`StreamPool`]).
+    pool: Arc<StreamPool>,
+    streams: HashMap<i32, Stream>,
+    /// Events by (slot, device): a slot's event is recorded again only
+    /// after the chunk that held the slot has seen it complete.
+    events: HashMap<(usize, i32), Event>,
+    /// Chunks with a copy in flight, in the order the copies were queued.
+    copying: VecDeque<Copying>,
+    /// Entries of `copying` queued since the last flush.
+    unflushed: usize,
+    /// Reused by every flush: no allocation per pass.
+    batch: Vec<HtodCopy>,
+    devices: Vec<i32>,
+}
+
+impl Copies {
+    /// Room for `cap` chunks on the GPU (the most a worker holds).
+    pub(super) fn new(
+        worker: usize,
+        gpu: Arc<dyn Gpu>,
+        stats: Arc<Stats>,
+        pool: Arc<StreamPool>,
+        cap: usize,
+    ) -> Copies {
+        Copies {
+            worker,
+            gpu,
+            stats,
+            pool,
+            streams: HashMap::new(),
+            events: HashMap::new(),
+            copying: VecDeque::with_capacity(cap),
+            unflushed: 0,
+            batch: Vec::with_capacity(cap),
+            devices: Vec::new(),
         }
-        let s = match self.pool.take(device, self.id) {
-            Some(s) => s,
-            None => {
-                // No stream op has used this device yet: no stream can be parked on it.
-                self.gpu.bind_thread(device)?;
-                crate::log_debug!("hipfile-io-{}: new stream on device {device}", self.id);
-                self.gpu.stream_create(device)?
+    }
+
+    /// No chunk is on the GPU.
+    pub(super) fn is_empty(&self) -> bool {
+        self.copying.is_empty()
+    }
+
+    /// Queue `chunk`'s copy: a device-to-host copy at once, a host-to-device
+    /// copy with the pass's batch at the next [`Copies::flush`]. A chunk whose
+    /// copy the runtime refused goes to `failed`, its slot safe to reuse.
+    pub(super) fn queue(
+        &mut self,
+        chunk: OnGpu,
+        copy: GpuCopy,
+        failed: &mut Vec<(OnGpu, GpuError)>,
+    ) {
+        let htod = match copy {
+            GpuCopy::Htod(c) => Some(c),
+            GpuCopy::Dtoh { dst, src, len } => {
+                let device = chunk.device;
+                let queued = self.stream_for(device).and_then(|stream| {
+                    self.gpu.bind_thread(device)?;
+                    // SAFETY: `dst..dst+len` is this chunk's slot, which the
+                    // copy owns until its event completes.
+                    unsafe { self.gpu.copy_dtoh_async(dst, src, len, stream) }
+                });
+                if let Err(e) = queued {
+                    // The copy may have been queued before the failure.
+                    self.synchronize(device);
+                    failed.push((chunk, e));
+                    return;
+                }
+                Stats::add(&self.stats.gpu_copies, 1);
+                None
             }
         };
-        self.streams.insert(device, s);
-        Ok(s)
+        self.copying.push_back(Copying {
+            chunk,
+            htod,
+            event: None,
+            unflushed: true,
+            failed: None,
+        });
+        self.unflushed += 1;
     }
 
-    pub(super) fn event_for(
-        &mut self,
-        slot: usize,
-        device: i32,
-    ) -> std::result::Result<Event, GpuError> {
-        if let Some(e) = self.events.get(&(slot, device)) {
-            return Ok(*e);
-        }
-        self.gpu.bind_thread(device)?;
-        let e = self.gpu.event_create()?;
-        self.events.insert((slot, device), e);
-        Ok(e)
-    }
-
-    /// The event recorded after chunk `id`'s copy, if one was.
-    pub(super) fn event_of(&self, id: usize) -> Option<Event> {
-        let a = self.table[id].as_ref()?;
-        if !a.has_event {
-            return None;
-        }
-        self.events.get(&(a.slot?, self.device_of(id)?)).copied()
-    }
-
-    pub(super) fn device_of(&self, id: usize) -> Option<i32> {
-        match self.table[id].as_ref()?.chunk.mem {
-            Memory::Device { device, .. } => Some(device),
-            Memory::Host(_) => None,
-        }
-    }
-
-    /// Queue chunk `id`'s copy on the worker's stream for `device`. Its
-    /// completion event is recorded by the next [`Worker::flush_copies`].
-    pub(super) fn enqueue_copy(
-        &mut self,
-        id: usize,
-        device: i32,
-        copy: impl FnOnce(&dyn Gpu, Stream) -> std::result::Result<(), GpuError>,
-    ) -> std::result::Result<(), GpuError> {
-        if self.table[id].as_ref().and_then(|a| a.slot).is_none() {
-            return Err(GpuError::InvalidValue("no slot"));
-        }
-        let stream = self.stream_for(device)?;
-        self.gpu.bind_thread(device)?;
-        copy(self.gpu.as_ref(), stream)?;
-        Stats::add(&self.stats.gpu_copies, 1);
-        self.act(id).has_event = false;
-        self.copying.push_back(id);
-        self.unflushed.push(id);
-        Ok(())
-    }
-
-    /// Record one completion event per device after the copies queued since
-    /// the last call. A stream runs its copies in order, so that event ends
-    /// them all: a worker that queued several copies in one pass (the reads
-    /// of a batch that completed together) records, polls and waits on one
-    /// event, not one per copy. On the H200, an event after every 1 MiB copy
-    /// carried 44–45 GB/s; one after every four, 47–48 (copy_shape, run 13).
-    pub(super) fn flush_copies(&mut self) {
-        if self.unflushed.is_empty() {
+    /// Give this pass's host-to-device copies to the runtime, one batch per
+    /// device, and record one event per device after the pass's copies.
+    /// Chunks whose copy or event the runtime refused go to `failed`, after
+    /// their stream has been synchronised (their slots are then safe).
+    pub(super) fn flush(&mut self, failed: &mut Vec<(OnGpu, GpuError)>) {
+        if self.unflushed == 0 {
             return;
         }
-        let ids = std::mem::take(&mut self.unflushed);
-        let pending = std::mem::take(&mut self.pending_htod);
-        let mut devices: Vec<i32> = ids.iter().filter_map(|&id| self.device_of(id)).collect();
-        devices.sort_unstable();
-        devices.dedup();
-        for device in devices {
-            let (ids_here, batch): (Vec<usize>, Vec<HtodCopy>) = pending
-                .iter()
-                .filter(|(id, _)| self.device_of(*id) == Some(device))
-                .copied()
-                .unzip();
-            if let Err(e) = self.submit_htod(device, &batch) {
-                // The stream is synchronised before any of these slots is reused.
-                for id in ids_here {
-                    self.finish_after_gpu_error(id, e.clone());
+        self.devices.clear();
+        for c in self.copying.iter().filter(|c| c.unflushed) {
+            if !self.devices.contains(&c.chunk.device) {
+                self.devices.push(c.chunk.device);
+            }
+        }
+        self.devices.sort_unstable();
+        for k in 0..self.devices.len() {
+            let device = self.devices[k];
+            self.batch.clear();
+            self.batch.extend(
+                self.copying
+                    .iter()
+                    .filter(|c| c.unflushed && c.chunk.device == device)
+                    .filter_map(|c| c.htod),
+            );
+            if let Err(e) = self.submit_htod(device) {
+                for c in self.copying.iter_mut() {
+                    if c.unflushed && c.chunk.device == device && c.htod.is_some() {
+                        c.failed = Some(e.clone());
+                    }
                 }
             }
-            let Some(&last) = ids
+            let last = self
+                .copying
                 .iter()
-                .rev()
-                .find(|&&id| self.device_of(id) == Some(device) && self.copying.contains(&id))
-            else {
+                .rposition(|c| c.unflushed && c.chunk.device == device && c.failed.is_none());
+            let Some(last) = last else {
                 continue;
             };
-            if let Err(e) = self.record_event(last, device) {
-                let on_device: Vec<usize> = ids
-                    .iter()
-                    .copied()
-                    .filter(|&id| self.device_of(id) == Some(device))
-                    .collect();
-                for id in on_device {
-                    self.finish_after_gpu_error(id, e.clone());
+            let slot = self.copying[last].chunk.slot_index();
+            match self.record_event(slot, device) {
+                Ok(ev) => self.copying[last].event = Some(ev),
+                Err(e) => {
+                    for c in self.copying.iter_mut() {
+                        if c.unflushed && c.chunk.device == device {
+                            c.failed = Some(e.clone());
+                        }
+                    }
                 }
-            } else {
-                self.act(last).has_event = true;
+            }
+        }
+        for c in self.copying.iter_mut().filter(|c| c.unflushed) {
+            c.unflushed = false;
+            c.htod = None;
+        }
+        self.unflushed = 0;
+        let mut i = 0;
+        while i < self.copying.len() {
+            if self.copying[i].failed.is_none() {
+                i += 1;
+                continue;
+            }
+            if let Some(c) = self.copying.remove(i) {
+                // The copy may have been queued before the failure: the GPU
+                // must be done with the slot before it is reused.
+                self.synchronize(c.chunk.device);
+                if let Some(e) = c.failed {
+                    failed.push((c.chunk, e));
+                }
             }
         }
     }
 
-    /// Give this pass's host-to-device copies to `device` to the runtime,
-    /// as one batch on the worker's stream there.
-    pub(super) fn submit_htod(
-        &mut self,
-        device: i32,
-        batch: &[HtodCopy],
-    ) -> std::result::Result<(), GpuError> {
-        if batch.is_empty() {
+    /// Give the batch of host-to-device copies to `device`'s stream.
+    fn submit_htod(&mut self, device: i32) -> GpuResult<()> {
+        if self.batch.is_empty() {
             return Ok(());
         }
         let stream = self.stream_for(device)?;
         self.gpu.bind_thread(device)?;
-        // SAFETY: each source lies in its chunk's slot, which stays untouched
-        // until the copy's event completes (the slot is freed in `finish`
-        // only); each destination is the chunk's device range.
-        unsafe { self.gpu.copy_htod_batch_async(batch, stream)? };
-        Stats::add(&self.stats.gpu_copies, batch.len() as u64);
-        if batch.len() > 1 {
+        // SAFETY: each source lies in its chunk's slot, which the copy owns
+        // until its event completes; each destination is the chunk's device range.
+        unsafe { self.gpu.copy_htod_batch_async(&self.batch, stream)? };
+        Stats::add(&self.stats.gpu_copies, self.batch.len() as u64);
+        if self.batch.len() > 1 {
             Stats::add(&self.stats.gpu_copy_batches, 1);
         }
         Ok(())
     }
 
-    /// Record chunk `id`'s slot event on the worker's stream for `device`.
-    pub(super) fn record_event(
-        &mut self,
-        id: usize,
-        device: i32,
-    ) -> std::result::Result<(), GpuError> {
-        let slot = self.table[id]
-            .as_ref()
-            .and_then(|a| a.slot)
-            .ok_or(GpuError::InvalidValue("no slot"))?;
+    /// Record the event of `slot` on the worker's stream for `device`.
+    fn record_event(&mut self, slot: usize, device: i32) -> GpuResult<Event> {
         let stream = self.stream_for(device)?;
-        let ev = self.event_for(slot, device)?;
+        let ev = match self.events.get(&(slot, device)) {
+            Some(e) => *e,
+            None => {
+                self.gpu.bind_thread(device)?;
+                let e = self.gpu.event_create()?;
+                self.events.insert((slot, device), e);
+                e
+            }
+        };
         self.gpu.bind_thread(device)?;
         self.gpu.event_record(ev, stream)?;
         Stats::add(&self.stats.gpu_events, 1);
-        Ok(())
+        Ok(ev)
     }
 
-    /// Queue chunk `id`'s host-to-device copy for this pass's batch: it is
-    /// given to the runtime, with the pass's other copies to the chunk's
-    /// device, by the next [`Worker::flush_copies`] (later in the same pass).
-    pub(super) fn copy_to_device(&mut self, id: usize, dst: u64, src: *const u8, len: usize) {
-        self.enter(id, Stage::Gpu);
-        self.act(id).phase = Phase::ToDevice;
-        if self.table[id].as_ref().and_then(|a| a.slot).is_none() {
-            self.finish_after_gpu_error(id, GpuError::InvalidValue("no slot"));
-            return;
-        }
-        self.act(id).has_event = false;
-        self.pending_htod.push((id, HtodCopy { dst, src, len }));
-        self.copying.push_back(id);
-        self.unflushed.push(id);
-    }
-
-    pub(super) fn copy_from_device(&mut self, id: usize) {
-        let a = self.table[id].as_ref().expect("active entry");
-        let Memory::Device { ptr, device } = a.chunk.mem else {
-            self.next_write(id);
-            return;
-        };
-        let dst = self.buf_at(a, 0);
-        let len = a.chunk.len;
-        self.enter(id, Stage::Gpu);
-        self.act(id).phase = Phase::FromDevice;
-        // SAFETY: `dst..dst+len` is this chunk's slot, untouched until the event completes.
-        let r = self.enqueue_copy(id, device, |g, s| unsafe {
-            g.copy_dtoh_async(dst, ptr, len, s)
-        });
-        if let Err(e) = r {
-            self.finish_after_gpu_error(id, e);
-        }
-    }
-
-    pub(super) fn finish_after_gpu_error(&mut self, id: usize, e: GpuError) {
-        // The copy may have been queued before the failure: make sure the GPU is
-        // done with the slot before it is reused.
-        if let Some(Memory::Device { device, .. }) = self.table[id].as_ref().map(|a| a.chunk.mem) {
-            if let Some(s) = self.streams.get(&device) {
-                let _ = self.gpu.stream_synchronize(*s);
-            }
-        }
-        self.copying.retain(|&c| c != id);
-        self.finish(id, Err(Error::Gpu(e)));
-    }
-
-    /// Finish the chunks whose copies have completed: an event that has
-    /// completed ends its own chunk's copy and every earlier one on its device.
-    pub(super) fn poll_copies(&mut self) {
+    /// Move the chunks whose copies have ended into `ended`, with the
+    /// outcome: an event that has completed ends its own chunk's copy and
+    /// every earlier one on its device.
+    pub(super) fn poll(&mut self, ended: &mut Vec<(OnGpu, GpuResult<()>)>) {
         let mut i = 0;
         while i < self.copying.len() {
-            let id = self.copying[i];
-            let Some(device) = self.device_of(id) else {
-                self.copying.remove(i);
-                self.finish(id, Err(OpError::InternalError.into()));
-                continue;
-            };
-            let Some(ev) = self.event_of(id) else {
+            let Some(ev) = self.copying[i].event else {
                 // Covered by the next event on its stream.
                 i += 1;
                 continue;
@@ -289,37 +293,71 @@ impl Worker {
                 i += 1;
                 continue;
             }
-            let ended: Vec<usize> = self
-                .copying
-                .iter()
-                .take(i + 1)
-                .copied()
-                .filter(|&c| self.device_of(c) == Some(device))
-                .collect();
-            self.copying.retain(|c| !ended.contains(c));
-            // Every removed chunk stood at or before position i.
-            i = i + 1 - ended.len();
-            for c in ended {
-                match &r {
-                    Ok(_) => self.copy_done(c),
-                    Err(e) => self.finish_after_gpu_error(c, e.clone()),
-                }
+            let device = self.copying[i].chunk.device;
+            let r = r.map(|_| ());
+            if r.is_err() {
+                // The GPU must be done with the slots before they are reused.
+                self.synchronize(device);
             }
+            // Every entry at or before i on this device has ended.
+            let (mut j, mut end) = (0, i + 1);
+            while j < end {
+                if self.copying[j].chunk.device != device {
+                    j += 1;
+                    continue;
+                }
+                if let Some(c) = self.copying.remove(j) {
+                    ended.push((c.chunk, r.clone()));
+                }
+                end -= 1;
+            }
+            i = j;
         }
     }
 
-    pub(super) fn copy_done(&mut self, id: usize) {
-        let a = self.act(id);
-        match a.phase {
-            Phase::ToDevice => {
-                let done = a.done;
-                self.finish(id, Ok(done));
+    /// Sleep until the oldest copy that has an event recorded after it ends
+    /// (when nothing else can happen first: nothing is in the kernel).
+    pub(super) fn wait_oldest(&self) {
+        if let Some(ev) = self.copying.iter().find_map(|c| c.event) {
+            crate::log_debug!("hipfile-io-{}: waiting for a GPU copy", self.worker);
+            // Sleep on the event rather than poll it: a spinning worker would
+            // hold a core that other workers' page-cache copies need.
+            let _ = self.gpu.event_synchronize(ev);
+        }
+    }
+
+    fn stream_for(&mut self, device: i32) -> GpuResult<Stream> {
+        if let Some(s) = self.streams.get(&device) {
+            return Ok(*s);
+        }
+        let s = match self.pool.take(device, self.worker) {
+            Some(s) => s,
+            None => {
+                // No stream op has used this device yet: no stream can be parked on it.
+                self.gpu.bind_thread(device)?;
+                crate::log_debug!("hipfile-io-{}: new stream on device {device}", self.worker);
+                self.gpu.stream_create(device)?
             }
-            Phase::FromDevice => {
-                self.enter(id, Stage::Storage);
-                self.next_write(id)
-            }
-            _ => self.finish(id, Err(OpError::InternalError.into())),
+        };
+        self.streams.insert(device, s);
+        Ok(s)
+    }
+
+    /// Wait until the worker's stream on `device` has run everything queued.
+    fn synchronize(&self, device: i32) {
+        if let Some(s) = self.streams.get(&device) {
+            let _ = self.gpu.stream_synchronize(*s);
+        }
+    }
+
+    /// Destroy the streams and events (the worker is exiting, nothing in flight).
+    pub(super) fn teardown(&mut self) {
+        for (_, s) in self.streams.drain() {
+            let _ = self.gpu.stream_synchronize(s);
+            self.gpu.stream_destroy(s);
+        }
+        for (_, e) in self.events.drain() {
+            self.gpu.event_destroy(e);
         }
     }
 }

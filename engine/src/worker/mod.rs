@@ -1,27 +1,21 @@
-//! A per-core submission thread: one io_uring, one bounce slab, one GPU stream
-//! per device (created lazily), and the table of chunks in flight.
+//! A worker: one thread with one io_uring, one bounce slab, one GPU stream
+//! per device (created lazily), and the chunks it holds.
 //!
-//! A chunk moves through phases; a bounce slot is owned by exactly one phase at
-//! a time: the kernel's (a read or write SQE in flight) or the GPU's (a copy
-//! not yet ended by a completed event: the worker records one event per
-//! stream after the copies it queued in a pass, which ends them all). Only
-//! when neither holds it is it freed.
+//! The worker is a loop around the chunk's typed life ([`chunk`]): it takes
+//! chunks from the engine's queue ([`admission`]), hands them free bounce
+//! slots ([`slots`]), submits their ops and delivers the completions
+//! ([`storage`]), queues their GPU copies and waits for the copies' events
+//! ([`copies`]), and reports each finished chunk to its request. Where a
+//! chunk is tells its phase: in the slot line, in the ring's table, or in
+//! the list of copies.
 //!
-//! Read into device memory:  [NOWAIT buffered read | O_DIRECT read] → slot → H2D copy → done
-//! Read into host memory:    NOWAIT buffered read straight into the buffer; what
-//!                           the page cache lacks comes by O_DIRECT, straight into the
-//!                           buffer when aligned, else through a slot and a memcpy
-//! Write from device memory: D2H copy → slot → [O_DIRECT | buffered] write → done
-//! Write from host memory:   straight from the buffer
-//!
-//! What a completion's errno means is [`crate::errno`]'s table, shared with
-//! the inline path.
-//!
-//! Files: `admission.rs` (which chunks the worker takes from the queue),
-//! `slots.rs` (bounce slots), `storage.rs` (ring ops and their completions),
-//! `copies.rs` (GPU copies and events: where a chunk waits for its copy).
+//! A bounce slot is owned by exactly one phase at a time: the kernel's (a
+//! read or write op in flight) or the GPU's (a copy not yet ended by a
+//! completed event). Only when neither holds it does it go back to the free
+//! list.
 
 mod admission;
+mod chunk;
 mod copies;
 mod slots;
 mod storage;
@@ -31,21 +25,20 @@ pub(crate) use copies::StreamPool;
 use crate::bounce::{self, Slab};
 use crate::config::Config;
 use crate::error::{Error, OpError, Result};
-use crate::gpu::{Event, Gpu, HtodCopy, Stream};
+use crate::gpu::{Gpu, GpuError, GpuResult};
+use crate::log::Level;
 use crate::queue::WorkQueue;
-use crate::request::{Chunk, Direction};
+use crate::request::Chunk;
 use crate::ring::{Cqe, FaultPlan, Ring};
-use crate::stats::{Stage, Stats};
-use crate::{log::Level, log_once};
-use std::collections::{HashMap, VecDeque};
+use crate::stats::Stats;
+use chunk::{AwaitSlot, Ctx, Finished, InKernel, Next, OnGpu};
+use copies::Copies;
+use slots::Slots;
+use std::collections::VecDeque;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
-
-/// Longest a worker waits for the kernel while it has GPU copies in flight or
-/// room for more work (a 1 MiB copy takes about 20 µs on the H200's link).
-const WAIT_SLICE: std::time::Duration = std::time::Duration::from_micros(100);
 
 pub(crate) struct WorkerHandle {
     join: Option<JoinHandle<()>>,
@@ -102,82 +95,37 @@ pub(crate) fn spawn(
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
-    /// Waiting for a bounce slot.
-    NeedSlot,
-    /// Buffered read with RWF_NOWAIT in the kernel (page-cache probe).
-    NowaitRead,
-    /// Buffered (blocking) read in the kernel.
-    BufferedRead,
-    /// O_DIRECT read in the kernel.
-    DirectRead,
-    /// H2D copy slot → device in flight on the GPU.
-    ToDevice,
-    /// D2H copy device → slot in flight on the GPU.
-    FromDevice,
-    /// Write in the kernel.
-    Write,
-}
-
-struct Active {
-    chunk: Chunk,
-    slot: Option<usize>,
-    /// Bytes of the chunk finished, contiguous from its start.
-    done: usize,
-    /// For reads into host memory through a slot: chunk offset where slot data begins.
-    slot_from: usize,
-    phase: Phase,
-    /// File offset where the O_DIRECT read in flight starts (aligned down).
-    io_start: u64,
-    /// Use only the page cache from now on (O_DIRECT refused with EINVAL).
-    buffered_only: bool,
-    /// The page-cache probe missed: read the rest with O_DIRECT.
-    want_direct: bool,
-    /// The write in flight uses the O_DIRECT descriptor.
-    write_direct: bool,
-    /// A completion event was recorded after this chunk's GPU copy. A copy
-    /// without one completes with the next event on its stream.
-    has_event: bool,
-    retries: u32,
-    /// The stage being timed, and since when.
-    open: Stage,
-    since: Instant,
-}
-
 struct Worker {
     id: usize,
-    /// Streams prepared for this engine's workers (see [`StreamPool`]).
-    pool: Arc<StreamPool>,
     cfg: Config,
-    gpu: Arc<dyn Gpu>,
     stats: Arc<Stats>,
+    /// Declared before the slab, so it is dropped first: the kernel may
+    /// write into registered slots until the ring is gone.
     ring: Ring,
     slab: Slab,
+    /// The slab's slots are registered with the ring (fixed-buffer ops).
     fixed: bool,
-    /// Free slot indices per size class (smallest class first).
-    free: Vec<Vec<usize>>,
-    table: Vec<Option<Active>>,
+    slots: Slots,
+    /// Chunks waiting for a bounce slot, in arrival order.
+    slot_line: VecDeque<AwaitSlot>,
+    /// Chunks with an op in the ring, by the op's tag (its index here).
+    table: Vec<Option<InKernel>>,
     free_ids: Vec<usize>,
-    need_slot: VecDeque<usize>,
-    /// Chunks with a GPU copy in flight, in the order the copies were queued.
-    copying: VecDeque<usize>,
-    /// Chunks whose copies were queued since the last `flush_copies`.
-    unflushed: Vec<usize>,
-    /// Host-to-device copies of this pass, not yet given to the GPU runtime:
-    /// `flush_copies` submits each device's as one batch (chunk, copy).
-    pending_htod: Vec<(usize, HtodCopy)>,
-    streams: HashMap<i32, Stream>,
-    events: HashMap<(usize, i32), Event>,
-    cqes: Vec<Cqe>,
-    /// `grant_slots` stopped at its page-cache read limit: the run loop grants again.
-    withheld: bool,
-    /// Page-cache reads granted since the ring was last entered (one pass).
-    cached_this_pass: usize,
+    /// Chunks with a GPU copy in flight, and the streams and events.
+    copies: Copies,
+    /// Chunks this worker holds (in any phase), and the most it may.
+    held: usize,
+    cap: usize,
     /// Bytes of the host-memory chunks this worker holds (it takes more from
     /// the queue only up to `slots_per_worker` chunks' worth; a device chunk
     /// is bounded by the slots themselves).
     host_bytes: usize,
+    /// Page-cache reads granted since the ring was last entered (one pass).
+    cached_this_pass: usize,
+    /// Reused by every pass: no allocation per pass.
+    cqes: Vec<Cqe>,
+    ended: Vec<(OnGpu, GpuResult<()>)>,
+    failed: Vec<(OnGpu, GpuError)>,
     queue: Arc<WorkQueue<Chunk>>,
 }
 
@@ -217,45 +165,49 @@ impl Worker {
                 Err(e) => bounce::log_registration_failure(cfg.bounce_bytes(), &e),
             }
         }
+        // Every chunk holds at most one slot, and host chunks a share of the
+        // host budget: twice the chunk slots, plus the small and mid-size ones.
         let cap =
             (cfg.slots_per_worker * 2 + cfg.small_slots_per_worker + cfg.mid_slots_per_worker)
                 .max(8);
         Ok(Worker {
             id,
-            pool,
             cfg: cfg.clone(),
-            gpu,
+            copies: Copies::new(id, gpu, stats.clone(), pool, cap),
             stats,
             ring,
-            free: (0..slab.classes())
-                .map(|k| slab.class_range(k).rev().collect())
-                .collect(),
+            slots: Slots::new(&slab),
             slab,
             fixed,
+            slot_line: VecDeque::with_capacity(cap),
             table: (0..cap).map(|_| None).collect(),
             free_ids: (0..cap).rev().collect(),
-            need_slot: VecDeque::new(),
-            copying: VecDeque::new(),
-            unflushed: Vec::new(),
-            pending_htod: Vec::new(),
-            streams: HashMap::new(),
-            events: HashMap::new(),
-            cqes: Vec::new(),
-            withheld: false,
-            cached_this_pass: 0,
+            held: 0,
+            cap,
             host_bytes: 0,
+            cached_this_pass: 0,
+            cqes: Vec::with_capacity(cap),
+            ended: Vec::with_capacity(cap),
+            failed: Vec::with_capacity(cap),
             queue,
         })
     }
 
-    fn idle(&self) -> bool {
-        self.free_ids.len() == self.table.len()
+    /// What the chunk transitions need from this worker.
+    fn ctx(&self) -> Ctx<'_> {
+        Ctx {
+            read_mode: self.cfg.read_mode,
+            slab: &self.slab,
+            fixed: self.fixed,
+            stats: &self.stats,
+            cached: crate::file::fully_cached,
+        }
     }
 
     fn run(mut self) {
         let queue = self.queue.clone();
         loop {
-            if self.idle() {
+            if self.held == 0 {
                 // Nothing in hand: sleep until there is work (any chunk fits).
                 match queue.pop_wait_for(self.takes_cold()) {
                     Some(c) => self.admit(c),
@@ -266,136 +218,104 @@ impl Worker {
             while let Some(c) = queue.try_pop(|c| self.can_start(c, fair)) {
                 self.admit(c);
             }
-            if self.withheld {
-                // The last pass stopped at its page-cache read limit.
-                self.grant_slots();
-            }
-            self.progress();
+            // Slots a finished chunk freed, or a pass's page-cache limit withheld.
+            self.grant_slots();
+            self.pass();
         }
-        self.teardown();
+        self.copies.teardown();
     }
 
-    /// Wait for something to finish and act on it.
-    fn progress(&mut self) {
+    /// One pass: give the queued copies to the GPU, enter the ring (or wait
+    /// for a copy when the ring is idle), act on what completed.
+    fn pass(&mut self) {
         self.flush_copies();
         if self.ring.in_flight() > 0 {
-            // A GPU copy to notice, or room for work from the queue: wait for
-            // the kernel only a little at a time. Cold 1 MiB batch entries held
-            // their slots 13 ms on average after their copy had finished, while
-            // the worker slept on O_DIRECT reads (run 10).
-            let r = if !self.copying.is_empty() || self.has_room() {
-                self.ring.submit_and_wait_for(1, WAIT_SLICE)
-            } else {
-                self.ring.submit_and_wait(1)
-            };
-            if let Err(e) = r {
-                log_once!(Level::Error, "io_uring_enter failed: {e}");
-            }
+            self.wait_for_storage();
             self.cached_this_pass = 0;
-            let mut cqes = std::mem::take(&mut self.cqes);
-            self.ring.reap(&mut cqes);
-            for c in cqes.drain(..) {
-                self.on_cqe(c);
-            }
-            self.cqes = cqes;
+            self.complete_storage();
+            self.grant_slots();
             self.flush_copies();
-        } else if !self.copying.is_empty() {
-            // Nothing in the kernel: the oldest GPU copy is what we wait for
-            // (through the first event recorded after it).
-            if let Some((id, ev)) = self
-                .copying
-                .iter()
-                .find_map(|&id| Some((id, self.event_of(id)?)))
-            {
-                crate::log_debug!(
-                    "hipfile-io-{}: waiting for the GPU copy of table entry {id}",
-                    self.id
-                );
-                // Sleep on the event rather than poll it: a spinning worker
-                // would hold a core that other workers' page-cache copies need.
-                let _ = self.gpu.event_synchronize(ev);
-            }
+        } else if !self.copies.is_empty() {
+            // Nothing in the kernel: the oldest GPU copy is what we wait for.
+            self.copies.wait_oldest();
         }
         self.poll_copies();
-        if let Err(e) = self.ring.submit() {
-            log_once!(Level::Error, "io_uring submit failed: {e}");
-        }
+        self.grant_slots();
+        self.submit_storage();
         self.cached_this_pass = 0;
     }
 
-    /// Close the stage chunk `id` is timed in and open `next`.
-    fn enter(&mut self, id: usize, next: Stage) {
-        if let Some(a) = self.table[id].as_mut() {
-            if a.open != next {
-                let now = Instant::now();
-                self.stats.stage(a.open, now - a.since);
-                a.open = next;
-                a.since = now;
+    /// Do what a transition asked for.
+    fn apply(&mut self, next: Next) {
+        match next {
+            Next::Kernel(chunk, op) => self.submit(chunk, op),
+            Next::Slot(chunk) => self.slot_line.push_back(chunk),
+            Next::Gpu(chunk, copy) => {
+                let mut failed = std::mem::take(&mut self.failed);
+                self.copies.queue(chunk, copy, &mut failed);
+                self.finish_failed(&mut failed);
+                self.failed = failed;
             }
+            Next::Done(f) => self.finish(f),
         }
     }
 
-    fn act(&mut self, id: usize) -> &mut Active {
-        self.table[id].as_mut().expect("active entry")
+    /// Give the pass's copies to the GPU; fail the chunks it refused.
+    fn flush_copies(&mut self) {
+        let mut failed = std::mem::take(&mut self.failed);
+        self.copies.flush(&mut failed);
+        self.finish_failed(&mut failed);
+        self.failed = failed;
     }
 
-    /// Start the next operation of chunk `id` after a state change.
-    fn step(&mut self, id: usize) {
-        let a = self.act(id);
-        match a.chunk.dir {
-            Direction::Read => self.next_read(id),
-            Direction::Write => {
-                if a.chunk.mem.is_device() && a.done == 0 && a.phase == Phase::NeedSlot {
-                    self.copy_from_device(id);
-                } else {
-                    self.next_write(id);
-                }
-            }
+    /// Fail the chunks whose copies the GPU refused.
+    fn finish_failed(&mut self, failed: &mut Vec<(OnGpu, GpuError)>) {
+        for (chunk, e) in failed.drain(..) {
+            self.finish(chunk.failed(e));
         }
     }
 
-    /// The chunk is finished: report it and free its slot and table entry.
-    fn finish(&mut self, id: usize, r: Result<usize>) {
-        let Some(a) = self.table[id].take() else {
-            return;
-        };
+    /// Move the chunks whose copies have ended to their next phase.
+    fn poll_copies(&mut self) {
+        let mut ended = std::mem::take(&mut self.ended);
+        self.copies.poll(&mut ended);
+        for (chunk, r) in ended.drain(..) {
+            let next = match r {
+                Ok(()) => chunk.copied(&self.ctx()),
+                Err(e) => Next::Done(chunk.failed(e)),
+            };
+            self.apply(next);
+        }
+        self.ended = ended;
+    }
+
+    /// The chunk is finished: report it and give back its slot.
+    fn finish(&mut self, f: Finished) {
+        let Finished { io, slot, result } = f;
         let now = Instant::now();
-        self.stats.stage(a.open, now - a.since);
-        self.stats.chunk(now - a.chunk.queued_at);
+        let (stage, since) = io.stage();
+        self.stats.stage(stage, now - since);
+        self.stats.chunk(now - io.chunk.queued_at);
+        let chunk = &io.chunk;
         if crate::log::enabled(Level::Debug) {
             crate::log_debug!(
-                "hipfile-io-{}: {:?} chunk {} of [{}, +{}) {:?} after phase {:?}: {:?}",
+                "hipfile-io-{}: {:?} chunk {} of [{}, +{}) {:?} after stage {stage:?}: {result:?}",
                 self.id,
-                a.chunk.dir,
-                a.chunk.idx,
-                a.chunk.file_offset,
-                a.chunk.len,
-                a.chunk.mem,
-                a.phase,
-                r
+                chunk.dir,
+                chunk.idx,
+                chunk.file_offset,
+                chunk.len,
+                chunk.mem,
             );
         }
-        self.need_slot.retain(|&x| x != id);
-        if !a.chunk.mem.is_device() {
-            self.host_bytes -= a.chunk.len;
+        if !chunk.mem.is_device() {
+            self.host_bytes -= chunk.len;
         }
-        if let Some(s) = a.slot {
-            let k = self.slab.class_of(s);
-            self.free[k].push(s);
+        if let Some(s) = slot {
+            self.slots.give_back(s);
         }
-        self.free_ids.push(id);
+        self.held -= 1;
         self.queue.finished();
-        a.chunk.req.chunk_done(a.chunk.idx, r);
-        self.grant_slots();
-    }
-
-    fn teardown(&mut self) {
-        for (_, s) in self.streams.drain() {
-            let _ = self.gpu.stream_synchronize(s);
-            self.gpu.stream_destroy(s);
-        }
-        for (_, e) in self.events.drain() {
-            self.gpu.event_destroy(e);
-        }
+        chunk.req.chunk_done(chunk.idx, result);
     }
 }

@@ -1,24 +1,87 @@
-//! Bounce slots: which chunk gets which slot, in what order, and where a
-//! chunk's bytes lie inside its slot.
+//! Bounce slots: the free slots of a worker's slab, and the line of chunks
+//! waiting for one.
+//!
+//! A slot is a [`Slot`] value: made only by [`Slots::take_fitting`], owned by
+//! the one chunk phase that uses it (the op in the kernel, the copy on the
+//! GPU), and consumed only by [`Slots::give_back`]. It is neither `Copy` nor
+//! `Clone`, so two chunks cannot hold one slot.
 
-use super::storage::slot_base;
-use super::{Active, Phase, Worker};
-use crate::request::Memory;
-use crate::stats::{Stage, Stats};
+use super::chunk::Next;
+use super::Worker;
+use crate::bounce::Slab;
+use std::ops::Range;
 
-impl Worker {
-    /// A table entry and some slot free: a chunk from the queue could start.
-    pub(super) fn has_room(&self) -> bool {
-        !self.free_ids.is_empty() && self.free.iter().any(|f| !f.is_empty())
+/// One bounce slot of the worker's slab (its index there).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Slot(usize);
+
+impl Slot {
+    pub(super) fn index(&self) -> usize {
+        self.0
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        // `give_back` forgets the slot: only a slot that leaks gets here. It
+        // is lost to the worker (which keeps working with one slot fewer).
+        crate::log_error!(
+            "internal error: bounce slot {} dropped, not given back",
+            self.0
+        );
+    }
+}
+
+/// The free slots of a slab, by size class (smallest class first).
+pub(super) struct Slots {
+    free: Vec<Vec<usize>>,
+    /// Slot indices and bytes per slot of each class.
+    classes: Vec<(Range<usize>, usize)>,
+}
+
+impl Slots {
+    /// Every slot of `slab` free.
+    pub(super) fn new(slab: &Slab) -> Slots {
+        let classes: Vec<(Range<usize>, usize)> = (0..slab.classes())
+            .map(|k| (slab.class_range(k), slab.class_bytes(k)))
+            .collect();
+        Slots {
+            free: classes
+                .iter()
+                .map(|(r, _)| r.clone().rev().collect())
+                .collect(),
+            classes,
+        }
     }
 
-    /// The smallest slot class with a free slot that holds `len` bytes of data.
+    /// Some slot is free.
+    pub(super) fn any_free(&self) -> bool {
+        self.free.iter().any(|f| !f.is_empty())
+    }
+
+    /// The smallest class with a free slot that holds `len` bytes of data.
     pub(super) fn fitting_class(&self, len: usize) -> Option<usize> {
         let pad = 2 * crate::file::MAX_DIO_ALIGN;
-        (0..self.free.len())
-            .find(|&k| self.slab.class_bytes(k) >= len + pad && !self.free[k].is_empty())
+        (0..self.free.len()).find(|&k| self.classes[k].1 >= len + pad && !self.free[k].is_empty())
     }
 
+    /// A free slot of the smallest class that holds `len` bytes of data.
+    pub(super) fn take_fitting(&mut self, len: usize) -> Option<Slot> {
+        let k = self.fitting_class(len)?;
+        self.free[k].pop().map(Slot)
+    }
+
+    pub(super) fn give_back(&mut self, slot: Slot) {
+        let i = slot.0;
+        std::mem::forget(slot);
+        match self.classes.iter().position(|(r, _)| r.contains(&i)) {
+            Some(k) => self.free[k].push(i),
+            None => crate::log_error!("internal error: slot {i} is not of this slab"),
+        }
+    }
+}
+
+impl Worker {
     /// Hand free slots to waiting chunks in arrival order; a chunk takes the
     /// smallest free slot its data fits in, so small I/O keeps flowing while
     /// large slots are busy.
@@ -28,33 +91,27 @@ impl Worker {
     /// so reads queued together are all copied before the first of their GPU
     /// copies can start.
     pub(super) fn grant_slots(&mut self) {
-        self.withheld = false;
         let mut i = 0;
-        while i < self.need_slot.len() && self.free.iter().any(|f| !f.is_empty()) {
+        while i < self.slot_line.len() && self.slots.any_free() {
             if self.cached_this_pass >= self.cached_limit() {
-                self.withheld = true;
                 break;
             }
-            let id = self.need_slot[i];
-            let len = self.table[id].as_ref().map_or(0, |a| a.chunk.len);
-            let Some(slot) = self.fitting_class(len).and_then(|k| self.free[k].pop()) else {
+            let Some(slot) = self.slots.take_fitting(self.slot_line[i].len()) else {
                 i += 1;
                 continue;
             };
-            self.need_slot.remove(i);
-            if let Some(a) = self.table[id].as_mut() {
-                a.slot = Some(slot);
-                a.slot_from = a.done;
-            }
-            Stats::add(&self.stats.bounced_chunks, 1);
-            self.enter(id, Stage::Storage);
-            self.step(id);
-            let cached_read = self.table[id]
-                .as_ref()
-                .is_some_and(|a| matches!(a.phase, Phase::NowaitRead | Phase::BufferedRead));
-            if cached_read {
+            let Some(waiting) = self.slot_line.remove(i) else {
+                self.slots.give_back(slot);
+                break;
+            };
+            let next = waiting.granted(slot, &self.ctx());
+            if next.is_cached_read() {
                 self.cached_this_pass += 1;
             }
+            // A chunk with a slot never waits for another: `next` is not
+            // `Next::Slot`, so the line before `i` stays as it is.
+            debug_assert!(!matches!(next, Next::Slot(_)));
+            self.apply(next);
         }
     }
 
@@ -65,35 +122,10 @@ impl Worker {
     /// starts that way on every worker: two 4 MiB page-cache copies (2 × 1.2
     /// ms on the H200) pass before its first byte can reach the GPU.
     pub(super) fn cached_limit(&self) -> usize {
-        if self.cfg.first_read_alone && self.copying.is_empty() && self.unflushed.is_empty() {
+        if self.cfg.first_read_alone && self.copies.is_empty() {
             1
         } else {
             usize::MAX
-        }
-    }
-
-    /// Where the bytes at chunk offset `at` go (reads) or come from (writes).
-    pub(super) fn buf_at(&self, a: &Active, at: usize) -> *mut u8 {
-        match (a.slot, a.chunk.mem) {
-            (Some(s), _) => {
-                let pos = a.chunk.file_offset + at as u64;
-                // SAFETY: pos - base < slot_bytes by the slot sizing rule (Config::slot_bytes).
-                unsafe {
-                    self.slab
-                        .slot(s)
-                        .add((pos - slot_base(a.chunk.file_offset)) as usize)
-                }
-            }
-            (None, Memory::Host(p)) => (p + at) as *mut u8,
-            (None, Memory::Device { .. }) => std::ptr::null_mut(),
-        }
-    }
-
-    pub(super) fn fixed_index(&self, a: &Active) -> Option<u16> {
-        if self.fixed {
-            a.slot.map(|s| s as u16)
-        } else {
-            None
         }
     }
 }
