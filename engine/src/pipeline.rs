@@ -9,7 +9,7 @@ use crate::error::{Error, OpError, Result};
 use crate::file::File;
 use crate::gpu::{self, Gpu, PtrInfo};
 use crate::queue::WorkQueue;
-use crate::request::{split_bytes, Chunk, ReqState};
+use crate::request::{pieces, split_bytes, Chunk, ReqState};
 use crate::stats::{Stats, StatsSnapshot};
 use crate::worker::{self, WorkerHandle};
 use crate::MAX_RW_COUNT;
@@ -197,25 +197,17 @@ impl Engine {
         } as u64;
         let start = req.file_offset;
         let end = start + size as u64;
-        let mut bounds = Vec::new();
-        let mut pos = start;
-        while pos < end {
-            let next = ((pos / chunk) + 1) * chunk;
-            let stop = next.min(end);
-            bounds.push((pos, (stop - pos) as usize));
-            pos = stop;
-        }
         let state = Arc::new(ReqState::new(
-            bounds.iter().map(|&(_, l)| l),
+            pieces(start, size, chunk).map(|(_, len)| len),
             done,
             req.file.clone(),
             req.cancel.clone(),
         ));
         let queued_at = std::time::Instant::now();
         let cold = self.cold_reads(&req, start, end);
-        let mut chunks = Vec::with_capacity(bounds.len());
-        for (idx, (off, len)) in bounds.into_iter().enumerate() {
-            chunks.push(Chunk {
+        let chunks: Vec<Chunk> = pieces(start, size, chunk)
+            .enumerate()
+            .map(|(idx, (off, len))| Chunk {
                 req: state.clone(),
                 idx,
                 file: req.file.clone(),
@@ -226,8 +218,8 @@ impl Engine {
                 durable: req.durable,
                 cold: cold.as_ref().is_some_and(|is_cold| is_cold(off, len)),
                 queued_at,
-            });
-        }
+            })
+            .collect();
         if let Err(refused) = self.inner.queue.push(chunks) {
             for c in refused {
                 c.req.chunk_done(c.idx, Err(OpError::DriverClosing.into()));

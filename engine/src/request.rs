@@ -217,6 +217,22 @@ pub(crate) fn split_bytes(
         .clamp(min, chunk_bytes)
 }
 
+/// The pieces `[file_offset, file_offset + len)` of the request
+/// `[start, start + size)` cut at multiples of `piece` in file space.
+pub(crate) fn pieces(start: u64, size: usize, piece: u64) -> impl Iterator<Item = (u64, usize)> {
+    let end = start + size as u64;
+    let mut pos = start;
+    std::iter::from_fn(move || {
+        if pos >= end {
+            return None;
+        }
+        let stop = ((pos / piece + 1) * piece).min(end);
+        let cut = (pos, (stop - pos) as usize);
+        pos = stop;
+        Some(cut)
+    })
+}
+
 /// A chunk on its way to, or inside, a worker.
 pub(crate) struct Chunk {
     pub req: Arc<ReqState>,
@@ -278,6 +294,22 @@ mod tests {
         assert_eq!(split_bytes(48 * mib, 16, 2, 4 * mib), 2 * mib);
         // Chunks smaller than the floor bound every piece.
         assert_eq!(split_bytes(64 * mib, 2, 2, mib), mib);
+    }
+
+    #[test]
+    fn requests_are_cut_at_piece_multiples_in_file_space() {
+        let mib = 1u64 << 20;
+        let cut: Vec<(u64, usize)> = pieces(mib + 100, 10 << 20, 4 * mib).collect();
+        assert_eq!(
+            cut,
+            [
+                (mib + 100, (3 * mib - 100) as usize),
+                (4 * mib, 4 << 20),
+                (8 * mib, (3 * mib + 100) as usize)
+            ]
+        );
+        assert_eq!(pieces(0, 0, 4096).count(), 0);
+        assert_eq!(pieces(0, 4096, 4096).collect::<Vec<_>>(), [(0, 4096)]);
     }
 
     #[test]

@@ -115,7 +115,7 @@ impl Ring {
         let parked_max = uring.params().sq_entries() as usize;
         Ok(Ring {
             uring,
-            ops: std::collections::HashMap::new(),
+            ops: std::collections::HashMap::with_capacity(2 * parked_max),
             faults: None,
             parked: VecDeque::with_capacity(parked_max),
             parked_max,
