@@ -65,15 +65,20 @@ impl Engine {
 
     /// Start an engine over a given runtime (tests pass the test double).
     pub fn with_gpu(cfg: Config, gpu: Arc<dyn Gpu>) -> Result<Engine> {
-        Engine::with_faults(cfg, gpu, None)
+        Engine::start(cfg, gpu, None)
     }
 
-    /// As [`Engine::with_gpu`], with a fault plan on every worker's ring (tests).
+    /// As [`Engine::with_gpu`], with a fault plan on every worker's ring.
+    #[cfg(feature = "testing")]
     pub fn with_faults(
         cfg: Config,
         gpu: Arc<dyn Gpu>,
         faults: Option<worker::FaultFactory>,
     ) -> Result<Engine> {
+        Engine::start(cfg, gpu, faults)
+    }
+
+    fn start(cfg: Config, gpu: Arc<dyn Gpu>, faults: worker::Faults) -> Result<Engine> {
         let stats = Arc::new(Stats::default());
         let pool = Arc::new(worker::StreamPool::default());
         let cold: fn(&Chunk) -> bool = |c| c.cold;

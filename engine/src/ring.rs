@@ -2,9 +2,9 @@
 //!
 //! A buffer handed to [`Ring::push`] belongs to the kernel until its completion
 //! has been returned by [`Ring::reap`]; callers track that in their in-flight
-//! tables. A [`FaultPlan`] can sit between the kernel and the caller to rewrite
-//! completions (tests only): short transfers, EINTR, EAGAIN, EIO, ENOSPC,
-//! ECANCELED, and reordering.
+//! tables. With the `testing` feature a `FaultPlan` can sit between the
+//! kernel and the caller to rewrite completions: short transfers, EINTR,
+//! EAGAIN, EIO, ENOSPC, ECANCELED, and reordering.
 //!
 //! Neither queue of the ring can stall the caller:
 //! - a full submission queue parks the op in a bounded FIFO of the ring's own
@@ -16,8 +16,10 @@
 //!   The worker keeps fewer ops in flight than the completion queue holds
 //!   (twice the submission queue), so this is a safeguard, not a path.
 
+#[cfg(feature = "testing")]
 mod faults;
 
+#[cfg(feature = "testing")]
 pub use faults::{FaultPlan, SeededFaults};
 
 use crate::{log::Level, log_once};
@@ -77,6 +79,7 @@ pub struct Ring {
     /// Ops pushed and not reaped, by user_data (parked ones too), so a fault
     /// plan can see what it rewrites.
     ops: std::collections::HashMap<u64, Op>,
+    #[cfg(feature = "testing")]
     faults: Option<Box<dyn FaultPlan>>,
     /// Ops that found the submission queue full, oldest first.
     parked: VecDeque<squeue::Entry>,
@@ -108,6 +111,7 @@ impl Ring {
         Ok(Ring {
             uring,
             ops: std::collections::HashMap::with_capacity(2 * parked_max),
+            #[cfg(feature = "testing")]
             faults: None,
             parked: VecDeque::with_capacity(parked_max),
             parked_max,
@@ -118,6 +122,7 @@ impl Ring {
         })
     }
 
+    #[cfg(feature = "testing")]
     pub fn set_fault_plan(&mut self, plan: Option<Box<dyn FaultPlan>>) {
         self.faults = plan;
     }
@@ -134,7 +139,11 @@ impl Ring {
 
     /// Ops pushed whose completion the caller has not seen yet.
     pub fn in_flight(&self) -> usize {
-        self.ops.len() + self.faults.as_ref().map_or(0, |p| p.holding())
+        #[cfg(feature = "testing")]
+        let held = self.faults.as_ref().map_or(0, |p| p.holding());
+        #[cfg(not(feature = "testing"))]
+        let held = 0;
+        self.ops.len() + held
     }
 
     /// Queue `op`, tagged `user_data` (unique among in-flight ops). When the
@@ -266,6 +275,7 @@ impl Ring {
         let Ring {
             uring,
             ops,
+            #[cfg(feature = "testing")]
             faults,
             backlog,
             ..
@@ -283,11 +293,15 @@ impl Ring {
                 );
                 continue;
             };
-            match faults.as_mut() {
-                Some(plan) => plan.on_complete(&op, cqe, out),
-                None => out.push(cqe),
+            #[cfg(feature = "testing")]
+            if let Some(plan) = faults.as_mut() {
+                plan.on_complete(&op, cqe, out);
+                continue;
             }
+            let _ = op;
+            out.push(cqe);
         }
+        #[cfg(feature = "testing")]
         if ops.is_empty() {
             if let Some(plan) = faults.as_mut() {
                 plan.flush(out);

@@ -7,8 +7,10 @@
 //! integers owned by the runtime that created them.
 
 pub mod cuda;
+#[cfg(feature = "testing")]
 pub mod flaky;
 pub mod hip;
+#[cfg(feature = "testing")]
 pub mod testgpu;
 
 use std::fmt;

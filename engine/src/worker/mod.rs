@@ -29,7 +29,7 @@ use crate::gpu::{Gpu, GpuError, GpuResult};
 use crate::log::Level;
 use crate::queue::WorkQueue;
 use crate::request::Chunk;
-use crate::ring::{Cqe, FaultPlan, Ring};
+use crate::ring::{Cqe, Ring};
 use crate::stats::Stats;
 use chunk::{AwaitSlot, Ctx, Finished, InKernel, Next, OnGpu};
 use copies::Copies;
@@ -54,7 +54,20 @@ impl Drop for WorkerHandle {
 }
 
 /// Hook for tests: installs a fault plan on every ring an engine creates.
-pub type FaultFactory = Arc<dyn Fn(usize) -> Option<Box<dyn FaultPlan>> + Send + Sync>;
+#[cfg(feature = "testing")]
+pub type FaultFactory = Arc<dyn Fn(usize) -> Option<Box<dyn crate::ring::FaultPlan>> + Send + Sync>;
+
+/// What an engine gives each worker for its ring: a fault plan factory with
+/// the `testing` feature; without it, always `None`.
+#[cfg(feature = "testing")]
+pub(crate) type Faults = Option<FaultFactory>;
+#[cfg(not(feature = "testing"))]
+pub(crate) type Faults = Option<NoFaults>;
+
+/// No fault plan can be made without the `testing` feature.
+#[cfg(not(feature = "testing"))]
+#[derive(Clone)]
+pub(crate) enum NoFaults {}
 
 pub(crate) fn spawn(
     id: usize,
@@ -63,7 +76,7 @@ pub(crate) fn spawn(
     stats: Arc<Stats>,
     pool: Arc<StreamPool>,
     queue: Arc<WorkQueue<Chunk>>,
-    faults: Option<FaultFactory>,
+    faults: Faults,
 ) -> Result<WorkerHandle> {
     let (init_tx, init_rx) = mpsc::sync_channel::<Result<()>>(1);
     let cfg = cfg.clone();
@@ -137,7 +150,7 @@ impl Worker {
         stats: Arc<Stats>,
         pool: Arc<StreamPool>,
         queue: Arc<WorkQueue<Chunk>>,
-        faults: Option<FaultFactory>,
+        faults: Faults,
     ) -> Result<Worker> {
         let mut ring = Ring::new(cfg.ring_entries).map_err(|e| {
             crate::log_error!(
@@ -146,7 +159,10 @@ impl Worker {
             Error::Op(OpError::DriverSetupError)
         })?;
         if let Some(f) = faults {
+            #[cfg(feature = "testing")]
             ring.set_fault_plan(f(id));
+            #[cfg(not(feature = "testing"))]
+            match f {}
         }
         let slab = Slab::with_pages(&cfg.slot_classes(), &gpu, cfg.pin_buffers, cfg.huge_pages)
             .map_err(|e| {
