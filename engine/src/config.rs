@@ -78,9 +78,8 @@ pub struct Config {
     /// H200's virtio disk a cold batch of 1 MiB entries ran at 2.06 GB/s with
     /// them and 1.27 without (a 1 MiB read from 4 KiB pages has 256 segments,
     /// above the disk's 254, so it is split and cannot merge), while hot
-    /// reads and 4 KiB random reads measured the same (check run,
-    /// bench/RESULTS.md). Where the kernel gives no huge pages (THP off) the
-    /// slab is plain memory.
+    /// reads and 4 KiB random reads measured the same. Where the kernel gives
+    /// no huge pages (THP off) the slab is plain memory.
     pub huge_pages: bool,
     /// `HIPFILE_WRITE_SYNC`: sync writes are durable (fdatasync) before they return.
     pub write_sync: bool,

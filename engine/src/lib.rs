@@ -1,22 +1,23 @@
 //! hipfile-engine: GPU-direct file I/O over io_uring.
 //!
 //! This crate holds all the logic of hipfile-rs behind a safe Rust API; the
-//! `ffi` crate wraps it in the hipFile C ABI.
+//! `ffi` crate wraps it in the hipFile C ABI. `ARCHITECTURE.md` at the
+//! repository root walks through the modules in the order data meets them.
 //!
 //! # Ownership and threading rules
 //! - An [`Engine`] owns one worker thread per configured I/O thread. Each worker
 //!   owns one io_uring, a slab of bounce buffers (registered with that ring and
 //!   pinned with the GPU runtime) and, lazily, one GPU stream per device. Only
 //!   the worker touches its ring (`ring.rs`).
-//! - A request is split into chunks aligned to the file's DIO alignment, which
-//!   go in order into one queue (`queue.rs`); a worker takes the front chunk
+//! - A request is split into chunks aligned to the file's DIO alignment
+//!   (`request.rs`), which go in order into one queue (`queue.rs`); a worker takes the front chunk
 //!   when it can start it and holds no more than its fair share. Read chunks
 //!   bound for storage (O_DIRECT) go only to the first `cold_io_threads`
 //!   workers; page-cache chunks to all. Every worker pipelines its chunks, so
 //!   the storage read of one chunk overlaps the GPU copy of the one before.
 //! - A bounce slot belongs to the kernel from the SQE push to its CQE, then to
 //!   the GPU until an event recorded after its copy has completed; only then
-//!   is it reused. One event per stream covers all the copies a worker queued
+//!   is it reused (`worker/chunk.rs` expresses this in types). One event per stream covers all the copies a worker queued
 //!   in one pass (a stream runs them in order).
 //! - Synchronous host reads up to `inline_max_bytes` (and small host writes
 //!   and device transfers) run on the caller's thread, without a worker.
