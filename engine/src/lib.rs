@@ -39,6 +39,8 @@ mod queue;
 pub mod registry;
 mod request;
 pub mod ring;
+#[cfg(test)]
+mod scratch;
 pub mod stats;
 pub mod worker;
 

@@ -86,17 +86,17 @@ impl Engine {
             cfg.io_threads,
             cfg.cold_limit().map(|_| cold),
         ));
+        let shared = worker::Shared {
+            cfg: cfg.clone(),
+            gpu: gpu.clone(),
+            stats: stats.clone(),
+            pool: pool.clone(),
+            queue: queue.clone(),
+            faults,
+        };
         let mut workers = Vec::with_capacity(cfg.io_threads);
         for id in 0..cfg.io_threads {
-            match worker::spawn(
-                id,
-                &cfg,
-                gpu.clone(),
-                stats.clone(),
-                pool.clone(),
-                queue.clone(),
-                faults.clone(),
-            ) {
+            match worker::spawn(id, shared.clone()) {
                 Ok(w) => workers.push(w),
                 Err(e) => {
                     // Let the workers already started exit before they are joined.

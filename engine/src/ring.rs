@@ -376,7 +376,7 @@ impl Drop for Ring {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
+    use crate::scratch::ScratchFile;
     use std::os::fd::AsRawFd;
 
     #[test]
@@ -430,40 +430,25 @@ mod tests {
         }
     }
 
-    /// A file of 64 bytes `0, 1, 2, ...` that deletes itself.
-    struct Bytes64(std::path::PathBuf, std::fs::File);
+    /// A file of 64 bytes `0, 1, 2, ...`, removed when dropped.
+    struct Bytes64(ScratchFile);
 
     impl Bytes64 {
         fn new(name: &str) -> Bytes64 {
-            let path =
-                std::env::temp_dir().join(format!("hipfile-ring-{name}-{}", std::process::id()));
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(true)
-                .read(true)
-                .write(true)
-                .open(&path)
-                .unwrap();
-            f.write_all(&(0..64).collect::<Vec<u8>>()).unwrap();
-            Bytes64(path, f)
+            let bytes: Vec<u8> = (0..64).collect();
+            Bytes64(ScratchFile::new(&format!("ring-{name}"), &bytes))
         }
 
         /// A read of the 4 bytes at `4 * i` into `buf`.
         fn read4(&self, i: usize, buf: &mut [u8; 4]) -> Op {
             Op::Read {
-                fd: self.1.as_raw_fd(),
+                fd: self.0.file.as_raw_fd(),
                 buf: buf.as_mut_ptr(),
                 len: 4,
                 offset: 4 * i as u64,
                 fixed: None,
                 nowait: false,
             }
-        }
-    }
-
-    impl Drop for Bytes64 {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
         }
     }
 
@@ -585,15 +570,8 @@ mod tests {
 
     #[test]
     fn read_write_fsync_round_trip() {
-        let path = std::env::temp_dir().join(format!("hipfile-ring-{}", std::process::id()));
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .read(true)
-            .write(true)
-            .open(&path)
-            .unwrap();
-        f.write_all(b"hello ring").unwrap();
+        let scratch = ScratchFile::new("ring", b"hello ring");
+        let f = &scratch.file;
         let mut ring = Ring::new(8).unwrap();
         let mut buf = [0u8; 16];
         // SAFETY: `buf` outlives the op: we reap before it goes out of scope.
@@ -643,6 +621,5 @@ mod tests {
                 result: 0
             }]
         );
-        std::fs::remove_file(&path).unwrap();
     }
 }

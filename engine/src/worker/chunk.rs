@@ -760,6 +760,7 @@ mod tests {
     use crate::file::File;
     use crate::gpu::{Gpu, NoGpu};
     use crate::request::{Completion, ReqState};
+    use crate::scratch::ScratchFile;
     use std::os::fd::AsRawFd;
     use std::sync::Arc;
 
@@ -781,14 +782,7 @@ mod tests {
         slots: Slots,
         stats: Stats,
         file: Arc<File>,
-        _backing: std::fs::File,
-        path: std::path::PathBuf,
-    }
-
-    impl Drop for Bench {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.path);
-        }
+        _backing: ScratchFile,
     }
 
     /// A slab of two 64 KiB and two chunk-size slots, and a file whose
@@ -797,19 +791,8 @@ mod tests {
         let gpu: Arc<dyn Gpu> = Arc::new(NoGpu { why: "test".into() });
         let pad = 2 * crate::file::MAX_DIO_ALIGN;
         let slab = Slab::new(&[(2, (64 << 10) + pad), (2, CHUNK + pad)], &gpu, false).unwrap();
-        let dir = std::env::var("HIPFILE_TEST_DIR")
-            .map(std::path::PathBuf::from)
-            .unwrap_or_else(|_| std::env::temp_dir());
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(format!("hipfile-chunk-{name}-{}", std::process::id()));
-        let backing = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .read(true)
-            .write(true)
-            .open(&path)
-            .unwrap();
-        let mut file = File::probe(backing.as_raw_fd()).unwrap();
+        let backing = ScratchFile::new(&format!("chunk-{name}"), &[]);
+        let mut file = File::probe(backing.file.as_raw_fd()).unwrap();
         file.direct_fd = Some(DIRECT_FD);
         file.dio_mem_align = 4096;
         file.dio_offset_align = 4096;
@@ -820,7 +803,6 @@ mod tests {
             stats: Stats::default(),
             file: Arc::new(file),
             _backing: backing,
-            path,
         }
     }
 
@@ -862,6 +844,18 @@ mod tests {
             unsafe { self.slab.slot(slot).add((file_offset % 4096) as usize) }
         }
 
+        /// End a test with a chunk in the kernel: its slot goes back to the pool.
+        fn end(&mut self, k: InKernel) {
+            let f = k.refused(libc::EIO);
+            self.settle(f).unwrap_err();
+        }
+
+        /// End a test with a chunk on the GPU.
+        fn end_copy(&mut self, g: OnGpu) {
+            let f = g.failed(GpuError::InvalidValue("test"));
+            self.settle(f).unwrap_err();
+        }
+
         /// End a test: the slot goes back to the pool.
         fn settle(&mut self, f: Finished) -> Result<usize> {
             if let Some(s) = f.slot {
@@ -877,10 +871,7 @@ mod tests {
             off: u64,
             len: usize,
         ) -> (InKernel, Op, usize) {
-            let mem = Memory::Device {
-                ptr: DEV,
-                device: 0,
-            };
+            let mem = device(0);
             let chunk = self.chunk(Direction::Read, mem, off, len);
             let slot = self.slot(len);
             let index = slot.index();
@@ -888,6 +879,14 @@ mod tests {
             let (k, op) = kernel(waiting.granted(slot, &self.ctx(ctx_mode, resident)));
             (k, op, index)
         }
+    }
+
+    fn device(device: i32) -> Memory {
+        Memory::Device { ptr: DEV, device }
+    }
+
+    fn count(c: &std::sync::atomic::AtomicU64) -> u64 {
+        c.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn kernel(n: Next) -> (InKernel, Op) {
@@ -950,10 +949,7 @@ mod tests {
     #[test]
     fn a_device_chunk_starts_in_the_slot_line() {
         let b = bench("dev-start");
-        let mem = Memory::Device {
-            ptr: DEV,
-            device: 0,
-        };
+        let mem = device(0);
         let chunk = b.chunk(Direction::Read, mem, 0, CHUNK);
         let w = wait(ChunkIo::start(chunk, &b.ctx(ReadMode::Auto, resident)));
         assert_eq!(w.len(), CHUNK);
@@ -983,12 +979,7 @@ mod tests {
             read(op),
             (DIRECT_FD, 0x10_0000 as *mut u8, CHUNK as u32, 8192, false)
         );
-        assert_eq!(
-            b.stats
-                .cache_misses
-                .load(std::sync::atomic::Ordering::Relaxed),
-            1
-        );
+        assert_eq!(count(&b.stats.cache_misses), 1);
     }
 
     #[test]
@@ -1014,23 +1005,14 @@ mod tests {
             b.in_slot(slot, 100),
             "the chunk's bytes keep their offset in 4 KiB"
         );
-        assert_eq!(
-            b.stats
-                .bounced_chunks
-                .load(std::sync::atomic::Ordering::Relaxed),
-            1
-        );
-        let f = k.refused(libc::EIO);
-        b.settle(f).unwrap_err();
+        assert_eq!(count(&b.stats.bounced_chunks), 1);
+        b.end(k);
     }
 
     #[test]
     fn a_slot_registered_with_the_ring_is_read_with_its_index() {
         let mut b = bench("dev-fixed");
-        let mem = Memory::Device {
-            ptr: DEV,
-            device: 0,
-        };
+        let mem = device(0);
         let chunk = b.chunk(Direction::Read, mem, 0, 4096);
         let slot = b.slot(4096);
         let index = slot.index();
@@ -1039,8 +1021,7 @@ mod tests {
         let w = wait(ChunkIo::start(chunk, &ctx));
         let (k, op) = kernel(w.granted(slot, &ctx));
         assert!(matches!(op, Op::Read { fixed: Some(i), .. } if i as usize == index));
-        let f = k.refused(libc::EIO);
-        b.settle(f).unwrap_err();
+        b.end(k);
     }
 
     #[test]
@@ -1057,14 +1038,8 @@ mod tests {
             "widened to 4 KiB blocks"
         );
         assert_eq!(buf, b.slab.slot(slot), "from the slot's start");
-        assert_eq!(
-            b.stats
-                .cache_misses
-                .load(std::sync::atomic::Ordering::Relaxed),
-            1
-        );
-        let f = k.refused(libc::EIO);
-        b.settle(f).unwrap_err();
+        assert_eq!(count(&b.stats.cache_misses), 1);
+        b.end(k);
     }
 
     #[test]
@@ -1079,8 +1054,7 @@ mod tests {
         let (k, op) = kernel(k.completed(4096, &ctx));
         assert_eq!(k.op, KernelOp::Buffered);
         assert_eq!(read(op).3, 4096);
-        let f = k.refused(libc::EIO);
-        b.settle(f).unwrap_err();
+        b.end(k);
     }
 
     #[test]
@@ -1094,8 +1068,7 @@ mod tests {
         assert_eq!((len, offset), (6000, 3100));
         // SAFETY: inside the slot.
         assert_eq!(buf, unsafe { b.in_slot(slot, 100).add(3000) });
-        let f = k.refused(libc::EIO);
-        b.settle(f).unwrap_err();
+        b.end(k);
     }
 
     #[test]
@@ -1115,8 +1088,7 @@ mod tests {
             })
         );
         assert_eq!(g.io.stage, Stage::Gpu);
-        let f = g.failed(GpuError::InvalidValue("test"));
-        b.settle(f).unwrap_err();
+        b.end_copy(g);
     }
 
     #[test]
@@ -1135,8 +1107,7 @@ mod tests {
         assert_eq!(read(op).0, DIRECT_FD);
         let (g, copy) = gpu(k.completed(5000, &b.ctx(ReadMode::Direct, resident)));
         assert!(matches!(copy, GpuCopy::Htod(HtodCopy { len: 5000, .. })));
-        let f = g.failed(GpuError::InvalidValue("test"));
-        b.settle(f).unwrap_err();
+        b.end_copy(g);
     }
 
     #[test]
@@ -1146,8 +1117,7 @@ mod tests {
         let (k, op) = kernel(k.completed(4096, &b.ctx(ReadMode::Direct, resident)));
         assert_eq!(k.op, KernelOp::Direct { start: 4096 });
         assert_eq!(read(op).3, 4096);
-        let f = k.refused(libc::EIO);
-        b.settle(f).unwrap_err();
+        b.end(k);
     }
 
     #[test]
@@ -1158,8 +1128,7 @@ mod tests {
         let (k, op) = kernel(k.completed(-libc::EINVAL, &ctx));
         assert_eq!(k.op, KernelOp::Buffered);
         assert_eq!(read(op).0, b.file.buffered_fd);
-        let f = k.refused(libc::EIO);
-        b.settle(f).unwrap_err();
+        b.end(k);
     }
 
     #[test]
@@ -1174,7 +1143,7 @@ mod tests {
         }
         let f = done(k.completed(-libc::EINTR, &b.ctx(ReadMode::Auto, resident)));
         assert_eq!(b.settle(f), Err(Error::Os(libc::EINTR)));
-        let retries = b.stats.retries.load(std::sync::atomic::Ordering::Relaxed);
+        let retries = count(&b.stats.retries);
         assert_eq!(retries, MAX_RETRIES as u64 + 1);
     }
 
@@ -1214,10 +1183,7 @@ mod tests {
     #[test]
     fn a_device_write_first_copies_the_device_into_its_slot() {
         let mut b = bench("dev-write");
-        let mem = Memory::Device {
-            ptr: DEV,
-            device: 1,
-        };
+        let mem = device(1);
         let chunk = b.chunk(Direction::Write, mem, 100, 5000);
         let w = wait(ChunkIo::start(chunk, &b.ctx(ReadMode::Auto, resident)));
         let slot = b.slot(5000);
@@ -1233,16 +1199,12 @@ mod tests {
                 len: 5000
             }
         );
-        let f = g.failed(GpuError::InvalidValue("test"));
-        b.settle(f).unwrap_err();
+        b.end_copy(g);
     }
 
     /// A device write of `len` bytes at `off` whose copy into its slot ended.
     fn copied_write(b: &mut Bench, off: u64, len: usize, durable: bool) -> (Next, usize) {
-        let mem = Memory::Device {
-            ptr: DEV,
-            device: 0,
-        };
+        let mem = device(0);
         let mut chunk = b.chunk(Direction::Write, mem, off, len);
         chunk.durable = durable;
         let w = wait(ChunkIo::start(chunk, &b.ctx(ReadMode::Auto, resident)));
@@ -1260,8 +1222,7 @@ mod tests {
         assert_eq!(k.op, KernelOp::Write { direct: false });
         let src = b.in_slot(slot, 100).cast_const();
         assert_eq!(write(op), (b.file.buffered_fd, src, 5000, 100));
-        let f = k.refused(libc::EIO);
-        b.settle(f).unwrap_err();
+        b.end(k);
     }
 
     #[test]
@@ -1271,8 +1232,7 @@ mod tests {
         let (k, op) = kernel(next);
         assert_eq!(k.op, KernelOp::Write { direct: true });
         assert_eq!(write(op).0, DIRECT_FD);
-        let f = k.refused(libc::EIO);
-        b.settle(f).unwrap_err();
+        b.end(k);
     }
 
     #[test]
@@ -1295,12 +1255,8 @@ mod tests {
         let (k, _) = kernel(next);
         let (k, op) = kernel(k.completed(0, &b.ctx(ReadMode::Auto, resident)));
         assert_eq!(write(op).2, 4096);
-        assert_eq!(
-            b.stats.retries.load(std::sync::atomic::Ordering::Relaxed),
-            1
-        );
-        let f = k.refused(libc::EIO);
-        b.settle(f).unwrap_err();
+        assert_eq!(count(&b.stats.retries), 1);
+        b.end(k);
     }
 
     #[test]

@@ -69,22 +69,26 @@ pub(crate) type Faults = Option<NoFaults>;
 #[derive(Clone)]
 pub(crate) enum NoFaults {}
 
-pub(crate) fn spawn(
-    id: usize,
-    cfg: &Config,
-    gpu: Arc<dyn Gpu>,
-    stats: Arc<Stats>,
-    pool: Arc<StreamPool>,
-    queue: Arc<WorkQueue<Chunk>>,
-    faults: Faults,
-) -> Result<WorkerHandle> {
+/// What the workers of one engine share.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub cfg: Config,
+    pub gpu: Arc<dyn Gpu>,
+    pub stats: Arc<Stats>,
+    /// Streams prepared for stream ops (see [`StreamPool`]).
+    pub pool: Arc<StreamPool>,
+    pub queue: Arc<WorkQueue<Chunk>>,
+    pub faults: Faults,
+}
+
+/// Start worker `id`; returns once its ring and slab exist (or could not be made).
+pub(crate) fn spawn(id: usize, shared: Shared) -> Result<WorkerHandle> {
     let (init_tx, init_rx) = mpsc::sync_channel::<Result<()>>(1);
-    let cfg = cfg.clone();
     let join = std::thread::Builder::new()
         .name(format!("hipfile-io-{id}"))
         .spawn(move || {
             // The ring is created on this thread: it is the ring's single issuer.
-            match Worker::new(id, &cfg, gpu, stats, pool, queue, faults) {
+            match Worker::new(id, shared) {
                 Ok(w) => {
                     let _ = init_tx.send(Ok(()));
                     w.run();
@@ -143,15 +147,15 @@ struct Worker {
 }
 
 impl Worker {
-    fn new(
-        id: usize,
-        cfg: &Config,
-        gpu: Arc<dyn Gpu>,
-        stats: Arc<Stats>,
-        pool: Arc<StreamPool>,
-        queue: Arc<WorkQueue<Chunk>>,
-        faults: Faults,
-    ) -> Result<Worker> {
+    fn new(id: usize, shared: Shared) -> Result<Worker> {
+        let Shared {
+            cfg,
+            gpu,
+            stats,
+            pool,
+            queue,
+            faults,
+        } = shared;
         let mut ring = Ring::new(cfg.ring_entries).map_err(|e| {
             crate::log_error!(
                 "io_uring setup failed: {e}; is io_uring disabled (kernel.io_uring_disabled)?"
@@ -188,7 +192,7 @@ impl Worker {
                 .max(8);
         Ok(Worker {
             id,
-            cfg: cfg.clone(),
+            cfg,
             copies: Copies::new(id, gpu, stats.clone(), pool, cap),
             stats,
             ring,
