@@ -3,13 +3,17 @@
 //! [`Next`], the phase to enter (with the op or copy to issue) or the end:
 //!
 //! ```text
-//!                 ┌──────────── start ────────────┐
-//!                 v                               v
-//!   AwaitSlot ── granted ──> InKernel ── completed ──> InKernel (rest, retry, fall back)
-//!       ^                     │    ^                     │
-//!       └── host range needs a slot (unaligned, or one the disk would split)
-//!                             │    └── copied (device → slot, then the write) ─ OnGpu
-//!                             └── completed (device read) ──> OnGpu ── copied ──> Finished
+//! start ──────> AwaitSlot   device memory; a host range O_DIRECT reads only through a slot
+//!          └──> InKernel    host memory: straight into or from the caller's buffer
+//! AwaitSlot ── granted ───> InKernel    a read; a host write
+//!                      └──> OnGpu       a device write: device → slot first
+//! InKernel ── completed ──> InKernel    the rest, a retry, a fallback
+//!                      ├──> AwaitSlot   a host range O_DIRECT can read only through a slot
+//!                      ├──> OnGpu       a device read's bytes are in the slot: slot → device
+//!                      └──> Finished
+//! OnGpu ──── copied ──────> Finished    slot → device done
+//!                      └──> InKernel    device → slot done: the write
+//!       ──── failed ──────> Finished
 //! ```
 //!
 //! - [`AwaitSlot`]: in the worker's slot line, without a slot.
