@@ -169,6 +169,9 @@ impl Ring {
 
     /// Move parked ops into the submission queue while it has room.
     fn unpark(&mut self) {
+        if self.parked.is_empty() {
+            return;
+        }
         let mut sq = self.uring.submission();
         while let Some(entry) = self.parked.front() {
             // SAFETY: pushed by `push`, whose caller keeps the buffers valid

@@ -302,22 +302,24 @@ impl ChunkIo {
 
     /// The read of the chunk's rest.
     fn next_read(mut self, buf: Buf, ctx: &Ctx) -> Next {
-        let file = self.chunk.file.clone();
+        let file = &self.chunk.file;
+        let (buffered_fd, client_direct) = (file.buffered_fd, file.client_direct);
         let cur = self.chunk.file_offset + self.done as u64;
         let end = self.chunk.file_offset + self.chunk.len as u64;
         let direct = self.direct(ctx);
         // A descriptor opened with O_DIRECT says "bypass the page cache": no probe.
         let mut probe = direct.is_some()
             && ctx.read_mode == ReadMode::Auto
-            && !file.client_direct
+            && !client_direct
             && self.route != Route::Direct;
         // Ask the page cache first when the kernel can say (no I/O).
-        if probe && (ctx.cached)(file.buffered_fd, cur, end - cur) == Some(false) {
+        if probe && (ctx.cached)(buffered_fd, cur, end - cur) == Some(false) {
             probe = false;
             Stats::add(&ctx.stats.cache_misses, 1);
         }
         match direct {
             Some((dfd, align)) if !probe => {
+                let file = &self.chunk.file;
                 let start = align_down(cur, align);
                 let stop = align_up(end, align);
                 let host_aligned = match self.chunk.mem {
@@ -363,7 +365,7 @@ impl ChunkIo {
                     return self.internal(buf.into_slot(), "a device chunk without a slot");
                 };
                 let op = Op::Read {
-                    fd: file.buffered_fd,
+                    fd: buffered_fd,
                     buf: at,
                     len: (end - cur) as u32,
                     offset: cur,

@@ -131,6 +131,11 @@ impl Copies {
         self.copying.is_empty()
     }
 
+    /// Copies were queued since the last [`Copies::flush`].
+    pub(super) fn has_unflushed(&self) -> bool {
+        self.unflushed > 0
+    }
+
     /// Queue `chunk`'s copy: a device-to-host copy at once, a host-to-device
     /// copy with the pass's batch at the next [`Copies::flush`]. A chunk whose
     /// copy the runtime refused goes to `failed`, its slot safe to reuse.

@@ -271,10 +271,8 @@ impl Worker {
             Next::Kernel(chunk, op) => self.submit(chunk, op),
             Next::Slot(chunk) => self.slot_line.push_back(chunk),
             Next::Gpu(chunk, copy) => {
-                let mut failed = std::mem::take(&mut self.failed);
-                self.copies.queue(chunk, copy, &mut failed);
-                self.finish_failed(&mut failed);
-                self.failed = failed;
+                self.copies.queue(chunk, copy, &mut self.failed);
+                self.finish_failed();
             }
             Next::Done(f) => self.finish(f),
         }
@@ -282,31 +280,34 @@ impl Worker {
 
     /// Give the pass's copies to the GPU; fail the chunks it refused.
     fn flush_copies(&mut self) {
-        let mut failed = std::mem::take(&mut self.failed);
-        self.copies.flush(&mut failed);
-        self.finish_failed(&mut failed);
-        self.failed = failed;
+        if self.copies.has_unflushed() {
+            self.copies.flush(&mut self.failed);
+            self.finish_failed();
+        }
     }
 
     /// Fail the chunks whose copies the GPU refused.
-    fn finish_failed(&mut self, failed: &mut Vec<(OnGpu, GpuError)>) {
-        for (chunk, e) in failed.drain(..) {
+    fn finish_failed(&mut self) {
+        while let Some((chunk, e)) = self.failed.pop() {
             self.finish(chunk.failed(e));
         }
     }
 
-    /// Move the chunks whose copies have ended to their next phase.
+    /// Move the chunks whose copies have ended to their next phase, in the
+    /// order the copies were queued.
     fn poll_copies(&mut self) {
-        let mut ended = std::mem::take(&mut self.ended);
-        self.copies.poll(&mut ended);
-        for (chunk, r) in ended.drain(..) {
+        if self.copies.is_empty() {
+            return;
+        }
+        self.copies.poll(&mut self.ended);
+        self.ended.reverse();
+        while let Some((chunk, r)) = self.ended.pop() {
             let next = match r {
                 Ok(()) => chunk.copied(&self.ctx()),
                 Err(e) => Next::Done(chunk.failed(e)),
             };
             self.apply(next);
         }
-        self.ended = ended;
     }
 
     /// The chunk is finished: report it and give back its slot.

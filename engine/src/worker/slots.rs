@@ -91,6 +91,9 @@ impl Worker {
     /// so reads queued together are all copied before the first of their GPU
     /// copies can start.
     pub(super) fn grant_slots(&mut self) {
+        if self.slot_line.is_empty() {
+            return;
+        }
         let mut i = 0;
         while i < self.slot_line.len() && self.slots.any_free() {
             if self.cached_this_pass >= self.cached_limit() {
