@@ -148,7 +148,7 @@ pub const DEFAULT_COLD_IO_THREADS: usize = 4;
 /// Smallest piece a request is split into when it is spread over the workers.
 pub const MIN_SPLIT_BYTES: usize = 64 << 10;
 /// Pieces per worker a synchronous request is cut into when it is smaller
-/// than workers × chunk × 2 (see [`crate::request::split_bytes`]): with one
+/// than workers × chunk × 2 (see `request::split_bytes`): with one
 /// piece per worker every worker reads its whole piece before its first
 /// byte can go to the GPU; with two, the first piece's copy overlaps the
 /// second read. Hot 64 MiB sync reads on the H200: 28.7–32.2 GB/s in 2 MiB

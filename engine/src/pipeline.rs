@@ -1,8 +1,8 @@
 //! The engine: where a request goes. Small synchronous transfers run on the
-//! caller's thread ([`crate::inline`]); the rest is cut into chunks
-//! ([`crate::request`]) that go, in order, to one queue that every worker pulls from
-//! ([`crate::queue`]), so all workers stream the same region of the file
-//! together and a chunk starts on whichever worker can take it first.
+//! caller's thread (`inline.rs`); the rest is cut into chunks (`request.rs`)
+//! that go, in order, to one queue that every worker pulls from (`queue.rs`),
+//! so all workers stream the same region of the file together and a chunk
+//! starts on whichever worker can take it first.
 
 use crate::config::{Config, ReadMode};
 use crate::error::{Error, OpError, Result};

@@ -1,11 +1,11 @@
 //! A worker: one thread with one io_uring, one bounce slab, one GPU stream
 //! per device (created lazily), and the chunks it holds.
 //!
-//! The worker is a loop around the chunk's typed life ([`chunk`]): it takes
-//! chunks from the engine's queue ([`admission`]), hands them free bounce
-//! slots ([`slots`]), submits their ops and delivers the completions
-//! ([`storage`]), queues their GPU copies and waits for the copies' events
-//! ([`copies`]), and reports each finished chunk to its request. Where a
+//! The worker is a loop around the chunk's typed life (`chunk.rs`): it takes
+//! chunks from the engine's queue (`admission.rs`), hands them free bounce
+//! slots (`slots.rs`), submits their ops and delivers the completions
+//! (`storage.rs`), queues their GPU copies and waits for the copies' events
+//! (`copies.rs`), and reports each finished chunk to its request. Where a
 //! chunk is tells its phase: in the slot line, in the ring's table, or in
 //! the list of copies.
 //!
