@@ -31,5 +31,5 @@ while read -r name exe; do
     async_faults) cp "$exe" "$dest"/ffi-async-faults ;;
   esac
 done <<< "$unit"
-strip --strip-debug "$dest"/engine-* "$dest"/ffi-* 2>/dev/null || true
+strip --strip-debug "$dest"/* 2>/dev/null || true
 ls -la "$dest"
