@@ -74,15 +74,10 @@ pub fn event_of(cookie: usize, r: &Result<usize>, canceled: bool) -> BatchEvent 
     }
 }
 
-/// The negative value a failed entry reports: −errno, −hipFileOpError or −GPU code.
+/// The negative value a failed entry reports: −errno, −hipFileOpError or −GPU code
+/// (`Error::negative_code`, the one map of the C conventions).
 pub fn negative_code(e: &Error) -> i64 {
-    match e {
-        Error::Os(errno) => -(*errno as i64),
-        Error::Op(op) => -(op.code() as i64),
-        Error::Gpu(crate::gpu::GpuError::Driver { code, .. }) => -(*code as i64),
-        Error::Gpu(crate::gpu::GpuError::InvalidValue(_)) => -(OpError::InvalidValue.code() as i64),
-        Error::Gpu(crate::gpu::GpuError::NotPresent(_)) => -(OpError::DeviceNotFound.code() as i64),
-    }
+    e.negative_code()
 }
 
 impl Batch {

@@ -29,6 +29,12 @@ fn index(param: c_int, count: usize) -> Result<usize, Error> {
         .ok_or_else(inval)
 }
 
+/// Stores the driver's properties (live values while open, staged ones while
+/// closed) in `*props`.
+///
+/// # Safety
+///
+/// `props` must be NULL or valid for writing a `hipFileDriverProps_t`.
 #[no_mangle]
 pub unsafe extern "C" fn hipFileDriverGetProperties(
     props: *mut HipFileDriverProps,
@@ -119,6 +125,11 @@ pub extern "C" fn hipFileDriverSetMaxPinnedMemSize(max_pinned_size: usize) -> Hi
     })
 }
 
+/// Stores the value of a `size_t` parameter in `*value`.
+///
+/// # Safety
+///
+/// `value` must be NULL or valid for writing a `size_t`.
 #[no_mangle]
 pub unsafe extern "C" fn hipFileGetParameterSizeT(param: c_int, value: *mut usize) -> HipFileError {
     guard("hipFileGetParameterSizeT", || {
@@ -133,6 +144,11 @@ pub unsafe extern "C" fn hipFileGetParameterSizeT(param: c_int, value: *mut usiz
     })
 }
 
+/// Stores the value of a `bool` parameter in `*value`.
+///
+/// # Safety
+///
+/// `value` must be NULL or valid for writing a `bool`.
 #[no_mangle]
 pub unsafe extern "C" fn hipFileGetParameterBool(param: c_int, value: *mut bool) -> HipFileError {
     guard("hipFileGetParameterBool", || {
@@ -147,6 +163,12 @@ pub unsafe extern "C" fn hipFileGetParameterBool(param: c_int, value: *mut bool)
     })
 }
 
+/// Copies a string parameter, NUL-terminated, into `desc_str` (5022 when `len`
+/// bytes cannot hold it).
+///
+/// # Safety
+///
+/// `desc_str` must be NULL or valid for writing `len` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn hipFileGetParameterString(
     param: c_int,
@@ -194,6 +216,11 @@ pub extern "C" fn hipFileSetParameterBool(param: c_int, value: bool) -> HipFileE
     })
 }
 
+/// Stages a string parameter while the driver is closed (5026 while open).
+///
+/// # Safety
+///
+/// `desc_str` must be NULL or point to a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn hipFileSetParameterString(
     param: c_int,

@@ -91,7 +91,8 @@ fn run(exe: &Path, args: &[&str]) {
     run_env(exe, args, &[]);
 }
 
-fn run_env(exe: &Path, args: &[&str], env: &[(&str, &str)]) {
+/// Runs `exe`, which must exit 0, and returns its stderr.
+fn run_env(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
     // cargo's LD_LIBRARY_PATH may name target/<profile>, where an older,
     // uplifted copy of the library can lie: load exactly the one just built.
     let out = Command::new(exe)
@@ -110,6 +111,7 @@ fn run_env(exe: &Path, args: &[&str], env: &[(&str, &str)]) {
         exe.display(),
         out.status
     );
+    stderr.into_owned()
 }
 
 fn tmp_dir() -> String {
@@ -182,4 +184,23 @@ fn c_roundtrip_without_o_direct() {
         &[&tmp_dir()],
         &[("LD_PRELOAD", shim.to_str().unwrap())],
     );
+}
+
+/// Each user mistake of tests/c/messages.c leaves a log line that names it: the
+/// descriptor and its errno, the buffer, the batch handle.
+#[test]
+fn c_messages_name_the_mistake() {
+    let exe = compile("messages.c", false);
+    let log = run_env(&exe, &[&tmp_dir()], &[("HIPFILE_LOG_LEVEL", "warn")]);
+    for want in [
+        "hipFileHandleRegister: fd -1 is not an open file descriptor (Bad file descriptor",
+        "a failed open() returns -1",
+        "is not an open file descriptor (Bad file descriptor (os error 9)); it was never opened or is already closed",
+        "is already registered; deregister it before registering it again (hipFileMemoryAlreadyRegistered, 5023)",
+        "is not the base address of a registered buffer (hipFileMemoryNotRegistered, 5024)",
+        "hipFileBatchIOCancel: 0x",
+        "is not a batch handle from hipFileBatchIOSetUp",
+    ] {
+        assert!(log.contains(want), "no log line containing {want:?} in:\n{log}");
+    }
 }
