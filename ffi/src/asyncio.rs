@@ -391,6 +391,16 @@ unsafe fn submit_async(
     Ok(())
 }
 
+/// Enqueues a read on `stream` (stream-ordered; spec §5.6); the result lands in
+/// `*bytes_read_p` when the stream reaches the operation.
+///
+/// # Safety
+///
+/// `size_p`, `file_offset_p` and `buffer_offset_p` must be NULL or point to readable
+/// values, and `bytes_read_p` NULL or writable, and all four must stay valid until the
+/// stream has executed the operation: a value whose stream flag is clear is read
+/// then, and the result is written then. The buffer must stay valid, and must not
+/// be otherwise accessed, until then.
 #[no_mangle]
 pub unsafe extern "C" fn hipFileReadAsync(
     fh: *mut c_void,
@@ -418,6 +428,16 @@ pub unsafe extern "C" fn hipFileReadAsync(
     })
 }
 
+/// Enqueues a write on `stream` (stream-ordered; spec §5.6); the result lands in
+/// `*bytes_written_p` when the stream reaches the operation.
+///
+/// # Safety
+///
+/// `size_p`, `file_offset_p` and `buffer_offset_p` must be NULL or point to readable
+/// values, and `bytes_written_p` NULL or writable, and all four must stay valid until the
+/// stream has executed the operation: a value whose stream flag is clear is read
+/// then, and the result is written then. The buffer must stay valid, and must not
+/// be otherwise accessed, until then.
 #[no_mangle]
 pub unsafe extern "C" fn hipFileWriteAsync(
     fh: *mut c_void,
