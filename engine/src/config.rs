@@ -476,7 +476,8 @@ impl Default for Params {
             bools: [
                 false, true, false, false, true, false, true, false, true, false, false, true,
             ],
-            strings: ["ERROR".to_string(), String::new(), ".".to_string()],
+            // LogDir is empty, as libcufile reports it: "the current directory".
+            strings: ["ERROR".to_string(), String::new(), String::new()],
         }
     }
 }
