@@ -7,8 +7,8 @@
 #
 # Usage: scripts/gpu-run.sh SUITE...
 #   correctness    C programs against CUDA device memory (sync, streams, batch,
-#                  the stream interleaving matrix) and the engine's tests with
-#                  the real CUDA backend
+#                  the stream interleaving matrix), examples/ reading into
+#                  device memory, and the engine's tests with the real CUDA backend
 #   faults         the seeded fault-injection tests on CUDA memory and streams
 #   perf           the headline figures, each beside the limit it works against
 #                  (pinned copy, raw O_DIRECT storage), ROUNDS rounds (default 2)
@@ -59,6 +59,16 @@ if has correctness; then
     timeout 600 "$WORK/$n" "$WORK" > "$OUT/$n.txt" 2>&1
     echo "exit $?" >> "$OUT/$n.txt"
     grep -E '^\||passed|FAIL|HANG|exit' "$OUT/$n.txt" | tail -40 | tee -a "$OUT/summary.md"
+  done
+  log "examples/ into device memory (--mem=device fails without a GPU)"
+  head -c $((96 * 1048576 + 12345)) /dev/urandom > "$WORK/example.bin"
+  cc -std=c11 -O2 -I include examples/read_file.c -o "$WORK/read_file" -L "$C" -lhipfile -ldl \
+    -Wl,-rpath,"$C" 2>&1 | tail -5
+  c++ -std=c++17 -O2 -I include examples/batch_read.cpp -o "$WORK/batch_read" -L "$C" -lhipfile -ldl \
+    -Wl,-rpath,"$C" 2>&1 | tail -5
+  for e in read_file batch_read; do
+    timeout 120 "$WORK/$e" --mem=device "$WORK/example.bin" 2>&1 | tee -a "$OUT/summary.md"
+    echo "$e: exit ${PIPESTATUS[0]}" | tee -a "$OUT/summary.md"
   done
   for t in tests/gpu/*.py; do
     [ -f "$t" ] || continue
