@@ -192,3 +192,22 @@ impl Batch {
         self.lock().running == 0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::GpuError;
+
+    #[test]
+    fn failed_entry_reports_gpu_invalid_value_as_minus_5022() {
+        let e = Error::Gpu(GpuError::Driver { call: "t", code: 1 });
+        let ev = event_of(7, &Err(e), false);
+        assert_eq!((ev.cookie, ev.status, ev.ret), (7, status::FAILED, -5022));
+    }
+
+    #[test]
+    fn failed_entry_reports_system_error_as_minus_errno() {
+        let ev = event_of(7, &Err(Error::Os(libc::EIO)), false);
+        assert_eq!((ev.status, ev.ret), (status::FAILED, -(libc::EIO as i64)));
+    }
+}
