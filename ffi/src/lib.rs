@@ -30,37 +30,8 @@ pub use errors::op_error_string;
 const HANDLE_TYPE_OPAQUE_FD: i32 = 1;
 const BATCH_MODE: i32 = 1;
 
-/// Set in a child process after fork(): the worker threads, rings and GPU
-/// contexts did not survive the fork, so the library refuses to be used there
-/// (cuFile's rule) instead of deadlocking on state owned by absent threads.
-static FORKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-static ATFORK: std::sync::Once = std::sync::Once::new();
-
-extern "C" fn in_fork_child() {
-    FORKED.store(true, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Refuse calls in a forked child; install the fork hook on first use.
-fn fork_check(name: &str) -> Result<(), Error> {
-    if FORKED.load(std::sync::atomic::Ordering::Relaxed) {
-        // Plain write(2): the child must not take locks the parent's threads held.
-        let msg = format!("hipfile: ERROR: {name} called in a child after fork(); hipFile state does not survive fork (open files in the child after exec, or before initialising)\n");
-        // SAFETY: writing a byte buffer to stderr.
-        unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
-        return Err(OpError::InternalError.into());
-    }
-    ATFORK.call_once(|| {
-        // SAFETY: registering a plain extern "C" function as the child handler.
-        unsafe { libc::pthread_atfork(None, None, Some(in_fork_child)) };
-    });
-    Ok(())
-}
-
 /// Run `f`, turning a panic into `{5030}` (a panic never crosses the C ABI).
 fn guard(name: &str, f: impl FnOnce() -> Result<(), Error>) -> HipFileError {
-    if let Err(e) = fork_check(name) {
-        return to_error(&e);
-    }
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => HipFileError::SUCCESS,
         Ok(Err(e)) => to_error(&e),
@@ -108,9 +79,6 @@ fn to_ssize(r: Result<usize, Error>) -> isize {
 }
 
 fn guard_ssize(name: &str, f: impl FnOnce() -> Result<usize, Error>) -> isize {
-    if let Err(e) = fork_check(name) {
-        return to_ssize(Err(e));
-    }
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => to_ssize(r),
         Err(_) => {
@@ -160,9 +128,6 @@ pub unsafe extern "C" fn hipFileHandleRegister(
 
 #[no_mangle]
 pub extern "C" fn hipFileHandleDeregister(fh: *mut c_void) {
-    if fork_check("hipFileHandleDeregister").is_err() {
-        return;
-    }
     let _ = catch_unwind(|| {
         if !fh.is_null() {
             driver().deregister_handle(fh as usize);
@@ -270,7 +235,9 @@ fn sync_io(
             return Ok(0);
         }
         let _busy = BufferUse::new(buf.reg.clone());
-        let r = engine.transfer(req);
+        // SAFETY: the caller's buffer covers the request (the C contract;
+        // registered and device ranges were checked by `prepare`).
+        let r = unsafe { engine.transfer(req) };
         if r == Err(Error::Os(libc::EFAULT)) && !engine.gpu().has_devices() {
             log_warn!(
                 "{name}: the buffer is not accessible host memory; if it is device memory, \
@@ -334,9 +301,6 @@ pub extern "C" fn hipFileDriverClose() -> HipFileError {
 
 #[no_mangle]
 pub extern "C" fn hipFileUseCount() -> i64 {
-    if fork_check("hipFileUseCount").is_err() {
-        return -1;
-    }
     catch_unwind(|| driver().use_count()).unwrap_or(-1)
 }
 
@@ -427,7 +391,9 @@ pub unsafe extern "C" fn hipFileBatchIOSubmit(
                 hold: Some(Box::new(BufferUse::new(buf.reg))),
             });
         }
-        b.submit(&engine, entries)
+        // SAFETY: each entry's buffer stays valid until its event is reaped
+        // (the C contract); `hold` keeps a registration busy until then.
+        unsafe { b.submit(&engine, entries) }
     })
 }
 
@@ -489,9 +455,6 @@ pub extern "C" fn hipFileBatchIOCancel(batch_idp: *mut c_void) -> HipFileError {
 
 #[no_mangle]
 pub extern "C" fn hipFileBatchIODestroy(batch_idp: *mut c_void) {
-    if fork_check("hipFileBatchIODestroy").is_err() {
-        return;
-    }
     let _ = catch_unwind(|| {
         if batch_idp.is_null() {
             return;
