@@ -166,7 +166,7 @@ pub fn explain_missing_gpu(gpu: &dyn Gpu) {
 
 /// The error a request for device memory gets when no runtime is usable:
 /// the runtime's own reason (see [`explain_missing_gpu`]).
-pub(crate) fn missing_gpu_error(gpu: &dyn Gpu) -> GpuError {
+pub fn missing_gpu_error(gpu: &dyn Gpu) -> GpuError {
     match gpu.bind_thread(0) {
         Err(e) => e,
         Ok(()) => GpuError::NotPresent("no GPU runtime is loaded".into()),

@@ -242,6 +242,13 @@ struct Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        if self.generation != crate::fork::generation() {
+            // A child after fork(): the workers are the parent's threads and
+            // the queue's lock may be held by one of them; joining or closing
+            // would hang. Leave it all alone (crate::fork).
+            std::mem::forget(std::mem::take(&mut self.workers));
+            return;
+        }
         // Workers first (they drain the queue and destroy the streams they
         // took), then the prepared streams none of them used.
         self.queue.close();

@@ -119,6 +119,25 @@ impl<T> IoFuture<T> {
         }
     }
 
+    /// As [`IoFuture::wait_done`], for at most `limit`; true once finished.
+    pub fn wait_done_timeout(&self, limit: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + limit;
+        let mut s = self.shared.lock();
+        while !s.finished {
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            s = self
+                .shared
+                .cv
+                .wait_timeout(s, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        true
+    }
+
     /// The output if the transfer has finished and it was not taken yet.
     pub fn try_take(&mut self) -> Option<T> {
         self.shared.lock().out.take()
@@ -185,6 +204,14 @@ mod tests {
         let t = std::thread::spawn(move || c.complete("done".into()));
         assert_eq!(f.wait(), "done");
         t.join().unwrap();
+    }
+
+    #[test]
+    fn wait_done_timeout_gives_up_while_pending() {
+        let (f, c) = pair::<u8>();
+        assert!(!f.wait_done_timeout(std::time::Duration::from_millis(1)));
+        c.complete(2);
+        assert!(f.wait_done_timeout(std::time::Duration::from_millis(1)));
     }
 
     #[test]
