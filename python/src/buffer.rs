@@ -32,8 +32,11 @@ const PYBUF_FORMAT: c_int = 0x0004;
 const PYBUF_STRIDES: c_int = 0x0010 | 0x0008;
 
 extern "C" {
-    fn PyObject_GetBuffer(obj: *mut pyo3::ffi::PyObject, view: *mut RawBuffer, flags: c_int)
-        -> c_int;
+    fn PyObject_GetBuffer(
+        obj: *mut pyo3::ffi::PyObject,
+        view: *mut RawBuffer,
+        flags: c_int,
+    ) -> c_int;
     fn PyBuffer_Release(view: *mut RawBuffer);
     fn PyBuffer_IsContiguous(view: *const RawBuffer, order: c_char) -> c_int;
 }
@@ -253,13 +256,12 @@ fn from_cai(
     engine: &Engine,
     sync_stream: bool,
 ) -> PyResult<Target> {
-    let cai = cai.cast::<PyDict>().map_err(|_| {
-        PyTypeError::new_err("__cuda_array_interface__ is not a dict")
-    })?;
+    let cai = cai
+        .cast::<PyDict>()
+        .map_err(|_| PyTypeError::new_err("__cuda_array_interface__ is not a dict"))?;
     let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
-        cai.get_item(k)?.ok_or_else(|| {
-            PyTypeError::new_err(format!("__cuda_array_interface__ lacks '{k}'"))
-        })
+        cai.get_item(k)?
+            .ok_or_else(|| PyTypeError::new_err(format!("__cuda_array_interface__ lacks '{k}'")))
     };
     let (ptr, readonly): (u64, bool) = get("data")?.extract()?;
     let shape: Vec<i64> = get("shape")?.extract()?;
@@ -289,7 +291,9 @@ fn from_cai(
                 let s: usize = s.extract()?;
                 let gpu = engine.gpu().clone();
                 py.detach(|| gpu.stream_synchronize(Stream(s)))
-                    .map_err(|e| crate::errors::to_pyerr(&e.into(), "waiting for the array's stream"))?;
+                    .map_err(|e| {
+                        crate::errors::to_pyerr(&e.into(), "waiting for the array's stream")
+                    })?;
             }
         }
     }
@@ -378,7 +382,12 @@ fn from_dlpack(obj: &Bound<'_, PyAny>, engine: &Engine) -> PyResult<Target> {
         }
         DL_CUDA | DL_ROCM => {
             let r = device_region(engine, ptr, len)?;
-            if r.is_device() && r.memory() != (hipfile_engine::Memory::Device { ptr, device: dev_id })
+            if r.is_device()
+                && r.memory()
+                    != (hipfile_engine::Memory::Device {
+                        ptr,
+                        device: dev_id,
+                    })
             {
                 return Err(PyValueError::new_err(format!(
                     "DLPack says device {dev_id}, the GPU runtime disagrees"

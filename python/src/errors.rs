@@ -63,7 +63,9 @@ pub(crate) fn to_pyerr(e: &Error, what: &str) -> PyErr {
 
 /// The exception for a C API code (`hipFileError_t.err`, and its GPU code).
 pub(crate) fn from_code(code: i32, gpu: Option<i32>, what: &str) -> PyErr {
-    let text = hipfile::op_error_string(code).to_string_lossy().into_owned();
+    let text = hipfile::op_error_string(code)
+        .to_string_lossy()
+        .into_owned();
     let msg = format!("{what}: {text} (hipFile error {code})");
     Python::attach(|py| {
         let err = HipFileError::new_err(msg.clone());

@@ -341,7 +341,13 @@ impl File {
         let off = check_offset(file_offset)?;
         let r = describe(py, buf, false, h.engine(), true)?.part(size, buf_offset)?;
         let want = r.len();
-        Ok(Future::new(h.write_async(r, off), want, off, "pwrite", false))
+        Ok(Future::new(
+            h.write_async(r, off),
+            want,
+            off,
+            "pwrite",
+            false,
+        ))
     }
 
     /// Enqueue a read on a GPU stream (a ``torch.cuda.Stream``, a CuPy
@@ -432,7 +438,10 @@ impl File {
 
     fn __repr__(&self) -> String {
         let state = if self.closed() { "closed" } else { "open" };
-        format!("<hipfile.File {:?} mode={:?} {state}>", self.path, self.mode)
+        format!(
+            "<hipfile.File {:?} mode={:?} {state}>",
+            self.path, self.mode
+        )
     }
 }
 
@@ -444,7 +453,9 @@ impl File {
 #[pyo3(signature = (path, mode="r"))]
 fn open(py: Python<'_>, path: &Bound<'_, PyAny>, mode: &str) -> PyResult<File> {
     let m = OpenMode::parse(mode).ok_or_else(|| {
-        PyValueError::new_err(format!("mode {mode:?} is not \"r\", \"r+\", \"w\" or \"w+\""))
+        PyValueError::new_err(format!(
+            "mode {mode:?} is not \"r\", \"r+\", \"w\" or \"w+\""
+        ))
     })?;
     let e = engine()?;
     let (handle, name) = if let Ok(fd) = path.extract::<i32>() {
@@ -500,13 +511,7 @@ struct Future {
 }
 
 impl Future {
-    fn new(
-        f: Pending,
-        want: usize,
-        offset: u64,
-        what: &'static str,
-        is_read: bool,
-    ) -> Future {
+    fn new(f: Pending, want: usize, offset: u64, what: &'static str, is_read: bool) -> Future {
         Future {
             state: Mutex::new(FutState::Pending(f)),
             callbacks: Mutex::new(Vec::new()),
@@ -575,7 +580,9 @@ fn notifier() -> &'static Notifier {
                 }
             });
         if spawned.is_err() {
-            hipfile_engine::log_warn!("cannot start the callback thread: done callbacks will not run");
+            hipfile_engine::log_warn!(
+                "cannot start the callback thread: done callbacks will not run"
+            );
         }
         Notifier(tx)
     })
@@ -733,13 +740,17 @@ fn read_batch(py: Python<'_>, items: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> 
             )));
         }
         let f = t.get_item(0)?;
-        let f = f
-            .cast::<File>()
-            .map_err(|_| PyTypeError::new_err(format!("item {i}: the first field is not a hipfile.File")))?;
+        let f = f.cast::<File>().map_err(|_| {
+            PyTypeError::new_err(format!("item {i}: the first field is not a hipfile.File"))
+        })?;
         let h = f.get().handle()?;
         let off = check_offset(t.get_item(1)?.extract()?)?;
         let size: Option<i64> = t.get_item(2)?.extract()?;
-        let dest_off: i64 = if t.len() == 5 { t.get_item(4)?.extract()? } else { 0 };
+        let dest_off: i64 = if t.len() == 5 {
+            t.get_item(4)?.extract()?
+        } else {
+            0
+        };
         let r = describe(py, &t.get_item(3)?, true, h.engine(), true)
             .and_then(|d| d.part(size, dest_off))
             .map_err(|e| {
@@ -750,14 +761,17 @@ fn read_batch(py: Python<'_>, items: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> 
         ops.push((h, off, r));
     }
     let results = py.detach(|| {
-        let reads = ops
-            .iter_mut()
-            .map(|(h, off, r)| ReadOp::new(&*h, *off, r));
+        let reads = ops.iter_mut().map(|(h, off, r)| ReadOp::new(&*h, *off, r));
         engine_read_batch(reads)
     });
     let mut counts = Vec::with_capacity(results.len());
     for (i, (r, (_, off, region))) in results.into_iter().zip(&ops).enumerate() {
-        counts.push(read_count(r, region.len(), *off, &format!("read_batch item {i}"))?);
+        counts.push(read_count(
+            r,
+            region.len(),
+            *off,
+            &format!("read_batch item {i}"),
+        )?);
     }
     drop(ops);
     Ok(counts)
