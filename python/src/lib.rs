@@ -263,6 +263,24 @@ fn read_count(r: EngineResult<usize>, want: usize, offset: u64, what: &str) -> P
     }
 }
 
+impl File {
+    /// The handle, the file offset and the part of `buf` one transfer uses.
+    fn prepare(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        destination: bool,
+        size: Option<i64>,
+        file_offset: i64,
+        buf_offset: i64,
+    ) -> PyResult<(FileHandle, u64, PyRegion)> {
+        let h = self.handle()?;
+        let off = check_offset(file_offset)?;
+        let r = describe(py, buf, destination, h.engine(), true)?.part(size, buf_offset)?;
+        Ok((h, off, r))
+    }
+}
+
 #[pymethods]
 impl File {
     /// Read ``size`` bytes (default: the rest of ``buf`` after
@@ -278,9 +296,7 @@ impl File {
         file_offset: i64,
         buf_offset: i64,
     ) -> PyResult<usize> {
-        let h = self.handle()?;
-        let off = check_offset(file_offset)?;
-        let mut r = describe(py, buf, true, h.engine(), true)?.part(size, buf_offset)?;
+        let (h, off, mut r) = self.prepare(py, buf, true, size, file_offset, buf_offset)?;
         let want = r.len();
         let res = py.detach(|| h.read(&mut r, off));
         drop(r);
@@ -299,9 +315,7 @@ impl File {
         file_offset: i64,
         buf_offset: i64,
     ) -> PyResult<usize> {
-        let h = self.handle()?;
-        let off = check_offset(file_offset)?;
-        let r = describe(py, buf, false, h.engine(), true)?.part(size, buf_offset)?;
+        let (h, off, r) = self.prepare(py, buf, false, size, file_offset, buf_offset)?;
         let res = py.detach(|| h.write(&r, off));
         drop(r);
         res.map_err(|e| to_pyerr(&e, "write"))
@@ -319,9 +333,7 @@ impl File {
         file_offset: i64,
         buf_offset: i64,
     ) -> PyResult<Future> {
-        let h = self.handle()?;
-        let off = check_offset(file_offset)?;
-        let r = describe(py, buf, true, h.engine(), true)?.part(size, buf_offset)?;
+        let (h, off, r) = self.prepare(py, buf, true, size, file_offset, buf_offset)?;
         let want = r.len();
         Ok(Future::new(h.read_async(r, off), want, off, "pread", true))
     }
@@ -337,9 +349,7 @@ impl File {
         file_offset: i64,
         buf_offset: i64,
     ) -> PyResult<Future> {
-        let h = self.handle()?;
-        let off = check_offset(file_offset)?;
-        let r = describe(py, buf, false, h.engine(), true)?.part(size, buf_offset)?;
+        let (h, off, r) = self.prepare(py, buf, false, size, file_offset, buf_offset)?;
         let want = r.len();
         Ok(Future::new(
             h.write_async(r, off),
