@@ -6,3 +6,4 @@ cd "$(dirname "$0")/.."
 export HIPFILE_TEST_DIR="${HIPFILE_TEST_DIR:-$PWD/target/test-files}"
 mkdir -p "$HIPFILE_TEST_DIR"
 cargo test --workspace --release -- --test-threads=2
+bash scripts/test-python.sh

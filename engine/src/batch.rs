@@ -105,7 +105,15 @@ impl Batch {
 
     /// Start every entry (the caller has validated all of them already).
     /// More entries than the capacity left → `BatchFull`, and nothing starts.
-    pub fn submit(self: &Arc<Self>, engine: &Engine, entries: Vec<BatchEntry>) -> Result<()> {
+    ///
+    /// # Safety
+    /// Every entry's memory must meet [`Engine::submit`]'s terms until that
+    /// entry has been reported finished (by `get_status`, or `cancel` returning).
+    pub unsafe fn submit(
+        self: &Arc<Self>,
+        engine: &Engine,
+        entries: Vec<BatchEntry>,
+    ) -> Result<()> {
         {
             let mut st = self.lock();
             if entries.len() > self.max_nr - st.outstanding.min(self.max_nr) {
@@ -122,13 +130,16 @@ impl Batch {
             let hold = e.hold;
             let mut req = e.req;
             req.cancel = Some(self.cancel.clone());
-            engine.submit(
-                req,
-                Completion::Callback(Box::new(move |r| {
-                    drop(hold);
-                    me.finished(cookie, r);
-                })),
-            );
+            // SAFETY: the caller vouches for every entry's memory (see above).
+            unsafe {
+                engine.submit(
+                    req,
+                    Completion::Callback(Box::new(move |r| {
+                        drop(hold);
+                        me.finished(cookie, r);
+                    })),
+                )
+            };
         }
         Ok(())
     }

@@ -236,10 +236,19 @@ struct Inner {
     pool: Arc<worker::StreamPool>,
     /// Stream ops submitted and not finished (see [`Engine::stream_op`]).
     stream_ops: AtomicUsize,
+    /// The fork generation the workers were started in ([`crate::fork`]).
+    generation: u64,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        if self.generation != crate::fork::generation() {
+            // A child after fork(): the workers are the parent's threads and
+            // the queue's lock may be held by one of them; joining or closing
+            // would hang. Leave it all alone (crate::fork).
+            std::mem::forget(std::mem::take(&mut self.workers));
+            return;
+        }
         // Workers first (they drain the queue and destroy the streams they
         // took), then the prepared streams none of them used.
         self.queue.close();
@@ -325,6 +334,7 @@ impl Engine {
                 queue,
                 pool,
                 stream_ops: AtomicUsize::new(0),
+                generation: crate::fork::generation(),
             }),
         })
     }
@@ -347,6 +357,12 @@ impl Engine {
         StreamOpTicket {
             inner: self.inner.clone(),
         }
+    }
+
+    /// True in a child after `fork()`: this engine's workers are threads of
+    /// the parent and do not exist here; make a new engine instead.
+    pub fn is_from_before_fork(&self) -> bool {
+        self.inner.generation != crate::fork::generation()
     }
 
     pub fn config(&self) -> &Config {
@@ -375,7 +391,13 @@ impl Engine {
 
     /// Start `req`; `done` fires once with the byte count or the error.
     /// Sizes above MAX_RW_COUNT are clamped, as the kernel would.
-    pub fn submit(&self, req: IoRequest, done: Completion) {
+    ///
+    /// # Safety
+    /// `req.mem` names memory the engine may access for `req.size` bytes
+    /// (written by a read, read by a write) from now until `done` has fired:
+    /// host memory must stay allocated and otherwise untouched, device memory
+    /// must be an allocation of that device. [`crate::api`] is the safe form.
+    pub unsafe fn submit(&self, req: IoRequest, done: Completion) {
         // Batch and stream callers keep many requests in flight themselves:
         // whole chunks only, so a 1 MiB entry is one piece of work, not eight.
         self.submit_split(req, done, false)
@@ -490,7 +512,10 @@ impl Engine {
     }
 
     /// Synchronous transfer: returns once the bytes have landed.
-    pub fn transfer(&self, mut req: IoRequest) -> Result<usize> {
+    ///
+    /// # Safety
+    /// As for [`Engine::submit`], until this call returns.
+    pub unsafe fn transfer(&self, mut req: IoRequest) -> Result<usize> {
         let fsync_fd = (req.dir == Direction::Write && self.inner.cfg.write_sync)
             .then_some(req.file.buffered_fd);
         req.durable = fsync_fd.is_some();
@@ -531,40 +556,54 @@ impl Engine {
         Ok(n)
     }
 
-    pub fn read(
+    /// Synchronous read of `size` bytes at `mem`.
+    ///
+    /// # Safety
+    /// As for [`Engine::transfer`].
+    pub unsafe fn read(
         &self,
         file: &Arc<File>,
         mem: Memory,
         size: usize,
         file_offset: u64,
     ) -> Result<usize> {
-        self.transfer(IoRequest {
-            file: file.clone(),
-            dir: Direction::Read,
-            mem,
-            size,
-            file_offset,
-            cancel: None,
-            durable: false,
-        })
+        // SAFETY: the caller's promise for `mem` is passed on.
+        unsafe {
+            self.transfer(IoRequest {
+                file: file.clone(),
+                dir: Direction::Read,
+                mem,
+                size,
+                file_offset,
+                cancel: None,
+                durable: false,
+            })
+        }
     }
 
-    pub fn write(
+    /// Synchronous write of `size` bytes at `mem`.
+    ///
+    /// # Safety
+    /// As for [`Engine::transfer`].
+    pub unsafe fn write(
         &self,
         file: &Arc<File>,
         mem: Memory,
         size: usize,
         file_offset: u64,
     ) -> Result<usize> {
-        self.transfer(IoRequest {
-            file: file.clone(),
-            dir: Direction::Write,
-            mem,
-            size,
-            file_offset,
-            cancel: None,
-            durable: false,
-        })
+        // SAFETY: the caller's promise for `mem` is passed on.
+        unsafe {
+            self.transfer(IoRequest {
+                file: file.clone(),
+                dir: Direction::Write,
+                mem,
+                size,
+                file_offset,
+                cancel: None,
+                durable: false,
+            })
+        }
     }
 }
 

@@ -69,16 +69,24 @@ pub struct Driver {
     faults: RwLock<Option<crate::worker::FaultFactory>>,
 }
 
-static DRIVER: OnceLock<Driver> = OnceLock::new();
+/// One driver per process: a child after `fork()` starts from a fresh,
+/// closed driver (the parent's threads, rings and locks are not there; its
+/// state is left untouched, see [`crate::fork`]).
+static DRIVER: crate::fork::PerProcess<Driver> = crate::fork::PerProcess::new();
 
 /// The process-wide driver, created on first use (never at load time).
 pub fn driver() -> &'static Driver {
-    DRIVER.get_or_init(|| Driver {
-        state: RwLock::new(State::default()),
-        gpu: OnceLock::new(),
-        env: OnceLock::new(),
-        gpu_override: RwLock::new(None),
-        faults: RwLock::new(None),
+    DRIVER.get_or_init(|| {
+        if crate::fork::generation() > 0 {
+            log_info!("fresh driver state after fork(): the parent's handles, buffers, streams and engine do not carry over");
+        }
+        Driver {
+            state: RwLock::new(State::default()),
+            gpu: OnceLock::new(),
+            env: OnceLock::new(),
+            gpu_override: RwLock::new(None),
+            faults: RwLock::new(None),
+        }
     })
 }
 
@@ -117,6 +125,7 @@ impl Driver {
                     );
                 } else {
                     log_info!("no GPU runtime: host memory only");
+                    crate::fork::explain_missing_gpu(g.as_ref());
                 }
                 g
             })
@@ -346,5 +355,18 @@ impl Drop for BufferUse {
         if let Some(r) = &self.0 {
             r.inflight.fetch_sub(1, Ordering::AcqRel);
         }
+    }
+}
+
+impl Driver {
+    /// Use `cfg` instead of the settings from the environment, for a program
+    /// that embeds the library and takes its settings another way (the
+    /// Python package's keyword arguments). Only before the driver has read
+    /// its settings (its first open in this process); after that,
+    /// `DriverAlreadyOpen` (5026) and nothing changes.
+    pub fn set_config(&self, cfg: Config) -> Result<()> {
+        self.env
+            .set(cfg)
+            .map_err(|_| Error::Op(OpError::DriverAlreadyOpen))
     }
 }

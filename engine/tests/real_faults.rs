@@ -70,7 +70,8 @@ fn full_filesystem_reports_enospc() {
     let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
     let e = engine();
     let src = pattern(4 << 20);
-    let r = e.write(&file, Memory::Host(src.as_ptr() as usize), src.len(), 0);
+    // SAFETY: the memory named is owned by this test and outlives the call.
+    let r = unsafe { e.write(&file, Memory::Host(src.as_ptr() as usize), src.len(), 0) };
     assert_eq!(
         r,
         Err(Error::Os(libc::ENOSPC)),
@@ -82,7 +83,8 @@ fn full_filesystem_reports_enospc() {
         .truncate(true)
         .open(&path)
         .unwrap();
-    let r = e.write(&file, Memory::Host(src.as_ptr() as usize), 1 << 20, 0);
+    // SAFETY: the memory named is owned by this test and outlives the call.
+    let r = unsafe { e.write(&file, Memory::Host(src.as_ptr() as usize), 1 << 20, 0) };
     assert_eq!(r, Ok(1 << 20));
     let mut back = vec![0u8; 1 << 20];
     f.read_exact_at(&mut back, 0).unwrap();
@@ -115,7 +117,8 @@ fn file_truncated_while_read() {
                 .unwrap();
         });
         let mut buf = vec![0u8; len];
-        let r = e.read(&file, Memory::Host(buf.as_mut_ptr() as usize), len, 0);
+        // SAFETY: the memory named is owned by this test and outlives the call.
+        let r = unsafe { e.read(&file, Memory::Host(buf.as_mut_ptr() as usize), len, 0) };
         t.join().unwrap();
         match r {
             Ok(n) => {
@@ -145,7 +148,8 @@ fn descriptor_closed_behind_the_librarys_back() {
     // SAFETY: closing our own descriptor, which the library uses as its buffered one.
     unsafe { libc::close(fd) };
     let mut buf = vec![0u8; 2 << 20];
-    match e.read(&file, Memory::Host(buf.as_mut_ptr() as usize), 2 << 20, 0) {
+    // SAFETY: the memory named is owned by this test and outlives the call.
+    match unsafe { e.read(&file, Memory::Host(buf.as_mut_ptr() as usize), 2 << 20, 0) } {
         // The O_DIRECT descriptor the library opened itself still works.
         Ok(n) => {
             assert_eq!(n, 2 << 20);

@@ -8,8 +8,6 @@ use hipfile_engine::error::{Error, OpError};
 use hipfile_engine::log_warn;
 use std::ffi::CStr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Once;
 
 /// The sentence for `status` (`hipFileGetOpErrorString`). Buffers may be host or
 /// device memory (the project accepts both), so the registration codes speak of
@@ -88,8 +86,7 @@ pub(crate) fn to_ssize(r: Result<usize, Error>) -> isize {
     }
 }
 
-/// What an entry point returns when it cannot run at all: after a panic inside
-/// it, or in the child of a fork().
+/// What an entry point returns when it cannot run at all: after a panic inside it.
 pub(crate) trait Unavailable {
     fn unavailable() -> Self;
 }
@@ -119,39 +116,10 @@ impl Unavailable for () {
     fn unavailable() -> Self {}
 }
 
-/// Set in a child process after fork(): the worker threads, rings and GPU
-/// contexts did not survive the fork, so the library refuses to be used there
-/// (cuFile's rule) instead of deadlocking on state owned by absent threads.
-static FORKED: AtomicBool = AtomicBool::new(false);
-static ATFORK: Once = Once::new();
-
-extern "C" fn in_fork_child() {
-    FORKED.store(true, Ordering::Relaxed);
-}
-
-/// Refuse calls in a forked child; install the fork hook on first use.
-fn refused_after_fork(name: &str) -> bool {
-    if FORKED.load(Ordering::Relaxed) {
-        // Plain write(2): the child must not take locks the parent's threads held.
-        let msg = format!("hipfile: ERROR: {name} called in a child after fork(); hipFile state does not survive fork (open files in the child after exec, or before initialising)\n");
-        // SAFETY: writing a byte buffer to stderr.
-        unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
-        return true;
-    }
-    ATFORK.call_once(|| {
-        // SAFETY: registering a plain extern "C" function as the child handler.
-        unsafe { libc::pthread_atfork(None, None, Some(in_fork_child)) };
-    });
-    false
-}
-
-/// The boundary every entry point runs inside: refuses calls in a forked child,
-/// runs `f`, and turns a panic into `T::unavailable()` with a log line, so that
-/// no panic unwinds into C.
+/// The boundary every entry point runs inside: runs `f`, and turns a panic
+/// into `T::unavailable()` with a log line, so that no panic unwinds into C.
+/// (A forked child is served by a fresh driver: see `hipfile_engine::fork`.)
 pub(crate) fn boundary<T: Unavailable>(name: &str, f: impl FnOnce() -> T) -> T {
-    if refused_after_fork(name) {
-        return T::unavailable();
-    }
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(v) => v,
         Err(payload) => {

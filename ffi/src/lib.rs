@@ -242,7 +242,9 @@ fn sync_io(
             return Ok(0);
         }
         let _busy = BufferUse::new(buf.reg.clone());
-        let r = engine.transfer(req);
+        // SAFETY: the caller's buffer covers the request (the C contract;
+        // registered and device ranges were checked by `prepare`).
+        let r = unsafe { engine.transfer(req) };
         if r == Err(Error::Os(libc::EFAULT)) && !engine.gpu().has_devices() {
             log_warn!(
                 "{name}: the buffer is not accessible host memory; if it is device memory, \
@@ -416,7 +418,9 @@ pub unsafe extern "C" fn hipFileBatchIOSubmit(
                 hold: Some(Box::new(BufferUse::new(buf.reg))),
             });
         }
-        b.submit(&engine, entries)
+        // SAFETY: each entry's buffer stays valid until its event is reaped
+        // (the C contract); `hold` keeps a registration busy until then.
+        unsafe { b.submit(&engine, entries) }
     })
 }
 

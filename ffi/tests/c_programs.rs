@@ -144,6 +144,16 @@ fn c_lifecycle_stress_and_fork() {
 }
 
 #[test]
+fn c_fork_children_get_a_fresh_library() {
+    run(&compile("fork.c", false), &[&tmp_dir()]);
+}
+
+#[test]
+fn c_fork_under_asan() {
+    run(&compile_asan("fork.c"), &[&tmp_dir()]);
+}
+
+#[test]
 fn c_invalid_args_under_asan() {
     run(&compile_asan("invalid_args.c"), &[&tmp_dir()]);
 }
