@@ -141,8 +141,9 @@ pub const SMALL_SLOT_DATA_BYTES: usize = 64 << 10;
 /// Data bytes a mid-size bounce slot takes.
 pub const MID_SLOT_DATA_BYTES: usize = 1 << 20;
 /// Largest host write or device transfer done on the caller's thread (when
-/// `inline_max_bytes` allows that much): a durable write gets O_DIRECT from
-/// the workers, and device transfers were measured inline at this size only.
+/// `inline_max_bytes` allows that much): larger durable writes start their
+/// writeback piece by piece on the workers, and device transfers were
+/// measured inline at this size only.
 pub const INLINE_OTHER_MAX_BYTES: usize = 64 << 10;
 
 /// The inline limit for host reads with `io_threads` workers. With two

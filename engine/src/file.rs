@@ -486,6 +486,22 @@ pub fn fully_cached(fd: RawFd, off: u64, len: u64) -> Option<bool> {
     Some(cs.nr_cache >= (end - first) / 4096)
 }
 
+/// Start writing `[off, off + len)` of `file` back to storage without waiting
+/// for it (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), for a write whose caller
+/// waits for durability: the fdatasync that ends the request then finds most
+/// of its pages already on their way. Errors are left to that fdatasync.
+pub fn start_writeback(file: &File, off: u64, len: usize) {
+    // SAFETY: sync_file_range only names a descriptor and a range.
+    unsafe {
+        libc::sync_file_range(
+            file.buffered_fd,
+            off as i64,
+            len as i64,
+            libc::SYNC_FILE_RANGE_WRITE,
+        )
+    };
+}
+
 impl Drop for File {
     fn drop(&mut self) {
         for &fd in &self.owned_fds {

@@ -69,10 +69,14 @@ pub struct IoRequest {
     pub file_offset: u64,
     /// Set to skip the chunks that have not started yet (batch cancel).
     pub cancel: Option<Arc<AtomicBool>>,
-    /// The caller waits for durability (sync write + fdatasync): aligned
-    /// pieces then go around the page cache with O_DIRECT, since they must
-    /// reach the disk before the call returns anyway (measured on the H200
-    /// host: buffered + fdatasync 1.53 GB/s, O_DIRECT 2.13 GB/s).
+    /// The caller waits for durability (sync write + fdatasync). The write
+    /// still goes to the descriptor kind the caller opened (page cache
+    /// unless O_DIRECT), but each finished piece starts its writeback at
+    /// once, so the disk works while later pieces are copied and the final
+    /// fdatasync waits only for the tail. Without that the copy into the
+    /// page cache and the writeback add up: 1 GiB in 256 MiB calls on the
+    /// 2-core VM, 1.2–1.8 GB/s buffered + fdatasync, 4.5–4.7 with writeback
+    /// started per 4 MiB piece, 3.3–3.9 with O_DIRECT.
     pub durable: bool,
 }
 
