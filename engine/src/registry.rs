@@ -71,6 +71,18 @@ pub struct Driver {
 
 static DRIVER: OnceLock<Driver> = OnceLock::new();
 
+/// A new handle value for a file or batch registration, never handed out
+/// before in this process: a handle kept after its deregistration (or
+/// destruction) must not name a later registration, so it cannot be the
+/// registration's address (the allocator gives a freed address back) or a
+/// reused slot. Values count up by 16 from an arbitrary base away from small
+/// integers, so neither NULL nor a descriptor number passed by mistake is one.
+pub fn new_handle() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    const BASE: usize = 0x4846 << 32;
+    BASE + (NEXT.fetch_add(1, Ordering::Relaxed) + 1) * 16
+}
+
 /// The process-wide driver, created on first use (never at load time).
 pub fn driver() -> &'static Driver {
     DRIVER.get_or_init(|| Driver {
@@ -218,7 +230,7 @@ impl Driver {
             return Err(OpError::HandleAlreadyRegistered.into());
         }
         self.implicit_open_locked(&mut st)?;
-        let handle = Arc::as_ptr(&file) as usize;
+        let handle = new_handle();
         st.fd_to_handle.insert(fd, handle);
         st.files.insert(handle, file);
         Ok(handle)

@@ -4,7 +4,7 @@
  * file, no file grown past the bytes a failed write reports, no registration
  * of memory that is not there, and a bounded worker count.
  *
- * Usage: data_safety DIR [SECTION...]; sections: eio (all, in
+ * Usage: data_safety DIR [SECTION...]; sections: eio stale (all, in
  * that order, by default). DIR must be on a filesystem
  * that takes O_DIRECT (ext4, xfs) for the EIO section to mean anything.
  * HIPFILE_TEST_EIO_WRITES and HIPFILE_TEST_EIO_SIZE set the writes per thread
@@ -56,6 +56,11 @@ static void path_of(char *out, size_t n, const char *name) {
 
 static unsigned char pat(size_t i, unsigned salt) {
     return (unsigned char)(((i * 2654435761u) >> 13) ^ salt);
+}
+
+static off_t size_of(int fd) {
+    struct stat st;
+    return fstat(fd, &st) == 0 ? st.st_size : -1;
 }
 
 /* Bytes [off, off+n) of fd equal src. */
@@ -171,6 +176,112 @@ static void test_eio(void) {
     unlink(path);
 }
 
+/* ------------------------------------------------------------------------
+ * stale: register A, deregister A, register B, 10,000 times. No handle value
+ * comes back, and the old handle of A never reaches B (-5027). Batch handles
+ * the same: a destroyed handle gives 5022 and never names a later batch. */
+static int cmp_ptr(const void *a, const void *b) {
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void test_stale(void) {
+    section = "stale";
+    enum { CYCLES = 10000 };
+    char pa[512], pb[512];
+    path_of(pa, sizeof pa, "stale-a");
+    path_of(pb, sizeof pb, "stale-b");
+    int a = open(pa, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    int b = open(pb, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    unsigned char bdata[4096], junk[64];
+    for (size_t i = 0; i < sizeof bdata; i++) bdata[i] = pat(i, 3);
+    memset(junk, 0xEE, sizeof junk);
+    CHECK(pwrite(b, bdata, sizeof bdata, 0) == (ssize_t)sizeof bdata, "fill B");
+    CHECK(hipFileDriverOpen().err == 0, "open");
+    uintptr_t *seen = calloc(2 * CYCLES, sizeof *seen);
+    int wrong = 0, reached = 0;
+    for (int i = 0; i < CYCLES; i++) {
+        hipFileHandle_t ha, hb;
+        if (reg(a, &ha).err != 0) {
+            wrong++;
+            continue;
+        }
+        hipFileHandleDeregister(ha);
+        if (reg(b, &hb).err != 0) {
+            wrong++;
+            continue;
+        }
+        seen[2 * i] = (uintptr_t)ha;
+        seen[2 * i + 1] = (uintptr_t)hb;
+        /* Every 100th cycle, use the stale handle for a write (durable: costs an fdatasync if it lands). */
+        if (i % 100 == 0) {
+            ssize_t r = hipFileWrite(ha, junk, sizeof junk, 0, 0);
+            if (r != -hipFileHandleNotRegistered) {
+                if (reached++ == 0) printf("cycle %d: write through the stale handle returned %zd\n", i, r);
+            }
+        }
+        hipFileHandleDeregister(hb);
+    }
+    CHECK(wrong == 0, "%d registrations failed", wrong);
+    CHECK(reached == 0, "%d writes through a deregistered handle were not refused with -5027", reached);
+    qsort(seen, 2 * CYCLES, sizeof *seen, cmp_ptr);
+    int dups = 0;
+    for (int i = 1; i < 2 * CYCLES; i++) dups += seen[i] && seen[i] == seen[i - 1];
+    CHECK(dups == 0, "%d handle values came back for a later registration", dups);
+    CHECK(size_of(b) == (off_t)sizeof bdata && same_bytes(b, 0, bdata, sizeof bdata), "file B untouched");
+    CHECK(size_of(a) == 0, "file A untouched");
+    free(seen);
+
+    /* Batches. */
+    uintptr_t *bseen = calloc(CYCLES, sizeof *bseen);
+    int breached = 0, bwrong = 0;
+    hipFileHandle_t hb;
+    CHECK(reg(b, &hb).err == 0, "register B");
+    for (int i = 0; i < CYCLES; i++) {
+        hipFileBatchHandle_t b1, b2;
+        if (hipFileBatchIOSetUp(&b1, 4).err != 0) {
+            bwrong++;
+            continue;
+        }
+        hipFileBatchIODestroy(b1);
+        if (hipFileBatchIOSetUp(&b2, 4).err != 0) {
+            bwrong++;
+            continue;
+        }
+        bseen[i] = (uintptr_t)b1;
+        if (b1 == b2) breached++;
+        if (i % 100 == 0) {
+            hipFileIOParams_t p;
+            memset(&p, 0, sizeof p);
+            p.mode = hipFileBatch;
+            p.u.batch.devPtr_base = junk;
+            p.u.batch.size = sizeof junk;
+            p.fh = hb;
+            p.opcode = hipFileBatchWrite;
+            if (hipFileBatchIOSubmit(b1, 1, &p, 0).err != hipFileInvalidValue) breached++;
+            unsigned nr = 1;
+            hipFileIOEvents_t ev;
+            if (hipFileBatchIOGetStatus(b1, 0, &nr, &ev, NULL).err != hipFileInvalidValue) breached++;
+            if (hipFileBatchIOCancel(b1).err != hipFileInvalidValue) breached++;
+        }
+        hipFileBatchIODestroy(b2);
+    }
+    CHECK(bwrong == 0, "%d batch set-ups failed", bwrong);
+    CHECK(breached == 0, "%d uses of a destroyed batch handle reached a live batch", breached);
+    qsort(bseen, CYCLES, sizeof *bseen, cmp_ptr);
+    int bdups = 0;
+    for (int i = 1; i < CYCLES; i++) bdups += bseen[i] && bseen[i] == bseen[i - 1];
+    CHECK(bdups == 0, "%d batch handle values came back", bdups);
+    CHECK(same_bytes(b, 0, bdata, sizeof bdata), "file B untouched by batches");
+    hipFileHandleDeregister(hb);
+    free(bseen);
+    CHECK(hipFileDriverClose().err == 0, "close");
+    close(a);
+    close(b);
+    unlink(pa);
+    unlink(pb);
+}
+
 static void on_alarm(int sig) {
     (void)sig;
     static const char msg[] = "data_safety: watchdog: a section hung\n";
@@ -185,7 +296,7 @@ int main(int argc, char **argv) {
     static const struct {
         const char *name;
         void (*fn)(void);
-    } all[] = {{"eio", test_eio}};
+    } all[] = {{"eio", test_eio}, {"stale", test_stale}};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         int want = argc <= 2;
         for (int a = 2; a < argc; a++) want |= strcmp(argv[a], all[i].name) == 0;
