@@ -430,6 +430,30 @@ impl File {
         Some(d)
     }
 
+    /// Before a write where the kernel lacks `RWF_NOAPPEND` ([`noappend_flag`]):
+    /// refuse it with 5019 (the code registration gives an O_APPEND
+    /// descriptor) when the caller's descriptor has O_APPEND now, since the
+    /// write would land at the end of the file instead of at its offset.
+    /// One fcntl per write request, only on such kernels; a descriptor set to
+    /// O_APPEND between this check and the write still appends there.
+    pub fn check_append(&self) -> Result<()> {
+        if noappend_flag() != 0 {
+            return Ok(());
+        }
+        // SAFETY: fcntl(F_GETFL) only reads the descriptor's flags.
+        let flags = unsafe { libc::fcntl(self.client_fd, libc::F_GETFL) };
+        if flags >= 0 && flags & libc::O_APPEND != 0 {
+            log_warn!(
+                "write refused: fd {} has O_APPEND set since its registration, and this kernel \
+                 lacks RWF_NOAPPEND, so the write would land at the end of the file, not at \
+                 its offset",
+                self.client_fd
+            );
+            return Err(OpError::InvalidFileOpenFlag.into());
+        }
+        Ok(())
+    }
+
     pub fn busy(&self) -> bool {
         self.inflight.load(Ordering::Acquire) > 0
     }
@@ -484,6 +508,67 @@ pub fn fully_cached(fd: RawFd, off: u64, len: u64) -> Option<bool> {
         return None;
     }
     Some(cs.nr_cache >= (end - first) / 4096)
+}
+
+/// `RWF_NOAPPEND` support: 0 not asked yet, 1 the kernel has it, 2 it does not.
+static NOAPPEND: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// The flags every positional write carries: `RWF_NOAPPEND` (Linux 6.9) where
+/// the kernel has it, else none.
+///
+/// Registration refuses O_APPEND descriptors, but the application can set
+/// O_APPEND with fcntl afterwards on its own descriptor, which the library
+/// writes through (the buffered one, or the O_DIRECT one when the caller
+/// opened it so); pwrite on it would then ignore the offset and append.
+/// `RWF_NOAPPEND` makes each write positional whatever the descriptor's flags
+/// are now. Without it, [`File::check_append`] refuses the write instead.
+pub fn noappend_flag() -> libc::c_int {
+    use std::sync::atomic::Ordering::Relaxed;
+    match NOAPPEND.load(Relaxed) {
+        1 => return libc::RWF_NOAPPEND,
+        2 => return 0,
+        _ => {}
+    }
+    let supported = probe_noappend();
+    // A test may have forced the fallback meanwhile: keep its answer.
+    let _ = NOAPPEND.compare_exchange(0, if supported { 1 } else { 2 }, Relaxed, Relaxed);
+    if NOAPPEND.load(Relaxed) == 1 {
+        libc::RWF_NOAPPEND
+    } else {
+        log_debug!("RWF_NOAPPEND unavailable: writes check the descriptor for O_APPEND");
+        0
+    }
+}
+
+/// Ask the kernel once: a one-byte `pwritev2(RWF_NOAPPEND)` into a pipe of
+/// our own. A kernel without the flag refuses it (EOPNOTSUPP; EINVAL on some
+/// emulations) before looking at the descriptor.
+fn probe_noappend() -> bool {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two descriptors we own and close below.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+        return false;
+    }
+    let byte = 0u8;
+    let iov = libc::iovec {
+        iov_base: &byte as *const u8 as *mut libc::c_void,
+        iov_len: 1,
+    };
+    // SAFETY: `iov` names one live byte; the descriptors are ours.
+    let r = unsafe { libc::pwritev2(fds[1], &iov, 1, -1, libc::RWF_NOAPPEND) };
+    // SAFETY: closing the descriptors pipe2 gave us, once each.
+    unsafe {
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+    r == 1
+}
+
+/// Behave as on a kernel without `RWF_NOAPPEND` from now on (tests of the
+/// fallback on kernels that have it).
+#[doc(hidden)]
+pub fn disable_noappend_for_tests() {
+    NOAPPEND.store(2, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// Start writing `[off, off + len)` of `file` back to storage without waiting

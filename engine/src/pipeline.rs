@@ -485,12 +485,14 @@ impl Engine {
             Direction::Read => req.file.readable,
             Direction::Write => req.file.writable,
         };
-        if ok {
-            Ok(())
-        } else {
+        if !ok {
             // What pread/pwrite return for a descriptor of the wrong access mode.
-            Err(Error::Os(libc::EBADF))
+            return Err(Error::Os(libc::EBADF));
         }
+        if req.dir == Direction::Write {
+            req.file.check_append()?;
+        }
+        Ok(())
     }
 
     /// Synchronous transfer: returns once the bytes have landed.
@@ -631,8 +633,13 @@ pub(crate) fn inline_host_io(req: &IoRequest) -> Result<usize> {
                     Some((dfd, _)) if f.client_direct && aligned(off, ptr, len) => dfd,
                     _ => f.buffered_fd,
                 };
+                let iov = libc::iovec {
+                    iov_base: ptr as *mut libc::c_void,
+                    iov_len: len,
+                };
+                let flags = crate::file::noappend_flag();
                 // SAFETY: the caller's buffer covers [ptr, ptr + len).
-                unsafe { libc::pwrite(fd, ptr as *const libc::c_void, len, off as i64) }
+                unsafe { libc::pwritev2(fd, &iov, 1, off as i64, flags) }
             }
         };
         if r < 0 {

@@ -4,7 +4,7 @@
  * file, no file grown past the bytes a failed write reports, no registration
  * of memory that is not there, and a bounded worker count.
  *
- * Usage: data_safety DIR [SECTION...]; sections: eio stale (all, in
+ * Usage: data_safety DIR [SECTION...]; sections: eio append stale (all, in
  * that order, by default). DIR must be on a filesystem
  * that takes O_DIRECT (ext4, xfs) for the EIO section to mean anything.
  * HIPFILE_TEST_EIO_WRITES and HIPFILE_TEST_EIO_SIZE set the writes per thread
@@ -177,6 +177,55 @@ static void test_eio(void) {
 }
 
 /* ------------------------------------------------------------------------
+ * append: O_APPEND set with fcntl after registration. A positional write
+ * either lands where it was asked (the library writes with RWF_NOAPPEND) or
+ * is refused with -5019 and leaves the file alone; it never appends. */
+static void append_case(const char *what, int flags, size_t file_len, size_t len, off_t off, size_t align) {
+    char path[512];
+    path_of(path, sizeof path, "append");
+    int mk = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    unsigned char *old = malloc(file_len), *src = NULL;
+    for (size_t i = 0; i < file_len; i++) old[i] = pat(i, 1);
+    CHECK(mk >= 0 && pwrite(mk, old, file_len, 0) == (ssize_t)file_len, "%s: make the file", what);
+    close(mk);
+    int fd = open(path, O_RDWR | flags);
+    if (fd < 0 && (flags & O_DIRECT) && errno == EINVAL) {
+        printf("SKIP append %s: O_DIRECT refused here\n", what);
+        free(old);
+        unlink(path);
+        return;
+    }
+    CHECK(posix_memalign((void **)&src, align, len) == 0, "alloc");
+    for (size_t i = 0; i < len; i++) src[i] = pat(i, 2);
+    hipFileHandle_t fh;
+    CHECK(reg(fd, &fh).err == 0, "%s: register", what);
+    CHECK(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_APPEND) == 0, "%s: set O_APPEND", what);
+    ssize_t r = hipFileWrite(fh, src, len, off, 0);
+    CHECK(r == (ssize_t)len || r == -hipFileInvalidFileOpenFlag, "%s: write returned %zd", what, r);
+    CHECK(size_of(fd) == (off_t)file_len, "%s: file is %lld bytes, was %zu: the write appended", what,
+          (long long)size_of(fd), file_len);
+    if (r == (ssize_t)len) {
+        memcpy(old + off, src, len);
+    }
+    int check = open(path, O_RDONLY); /* buffered: fd may be O_DIRECT */
+    CHECK(same_bytes(check, 0, old, file_len), "%s: file bytes (result %zd)", what, r);
+    close(check);
+    printf("append %s: %s\n", what, r == (ssize_t)len ? "written at its offset" : "refused with 5019");
+    hipFileHandleDeregister(fh);
+    close(fd);
+    free(old);
+    free(src);
+    unlink(path);
+}
+
+static void test_append(void) {
+    section = "append";
+    append_case("small buffered", 0, 100, 10, 5, 64);
+    append_case("large buffered", 0, 16 << 20, 8 << 20, 4096 + 100, 4096);
+    append_case("O_DIRECT descriptor", O_DIRECT, 16 << 20, 8 << 20, 1 << 20, 4096);
+}
+
+/* ------------------------------------------------------------------------
  * stale: register A, deregister A, register B, 10,000 times. No handle value
  * comes back, and the old handle of A never reaches B (-5027). Batch handles
  * the same: a destroyed handle gives 5022 and never names a later batch. */
@@ -296,7 +345,7 @@ int main(int argc, char **argv) {
     static const struct {
         const char *name;
         void (*fn)(void);
-    } all[] = {{"eio", test_eio}, {"stale", test_stale}};
+    } all[] = {{"eio", test_eio}, {"append", test_append}, {"stale", test_stale}};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         int want = argc <= 2;
         for (int a = 2; a < argc; a++) want |= strcmp(argv[a], all[i].name) == 0;
