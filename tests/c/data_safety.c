@@ -4,7 +4,7 @@
  * file, no file grown past the bytes a failed write reports, no registration
  * of memory that is not there, and a bounded worker count.
  *
- * Usage: data_safety DIR [SECTION...]; sections: eio append stale (all, in
+ * Usage: data_safety DIR [SECTION...]; sections: eio append stale bufreg (all, in
  * that order, by default). DIR must be on a filesystem
  * that takes O_DIRECT (ext4, xfs) for the EIO section to mean anything.
  * HIPFILE_TEST_EIO_WRITES and HIPFILE_TEST_EIO_SIZE set the writes per thread
@@ -331,6 +331,42 @@ static void test_stale(void) {
     unlink(pb);
 }
 
+/* ------------------------------------------------------------------------
+ * bufreg: hipFileBufRegister of addresses that are not memory → 5013. */
+static void test_bufreg(void) {
+    section = "bufreg";
+    CHECK(hipFileDriverOpen().err == 0, "open");
+    long pg = sysconf(_SC_PAGESIZE);
+    hipFileError_t e = hipFileBufRegister((void *)0x10, 4096, 0);
+    CHECK(e.err == hipFileHipMemoryTypeInvalid, "(void *)0x10: %d", e.err);
+    /* Pages 0 and 2 of four stay mapped; 1 and 3 are holes. */
+    unsigned char *p = mmap(NULL, 4 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(munmap(p + pg, pg) == 0 && munmap(p + 3 * pg, pg) == 0, "unmap pages 1 and 3");
+    e = hipFileBufRegister(p, 3 * pg, 0);
+    CHECK(e.err == hipFileHipMemoryTypeInvalid, "range with a hole: %d", e.err);
+    e = hipFileBufRegister(p + pg + 8, 16, 0);
+    CHECK(e.err == hipFileHipMemoryTypeInvalid, "inside the hole: %d", e.err);
+    e = hipFileBufRegister(p + 2 * pg, pg + 1, 0);
+    CHECK(e.err == hipFileHipMemoryTypeInvalid, "one byte past the mapping: %d", e.err);
+    e = hipFileBufRegister(p, pg, 0);
+    CHECK(e.err == 0, "the mapped first page: %d", e.err);
+    CHECK(hipFileBufDeregister(p).err == 0, "deregister it");
+    /* Mapped but never touched (no page present): still memory. */
+    size_t big = 64 << 20;
+    unsigned char *q = mmap(NULL, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    e = hipFileBufRegister(q, big, 0);
+    CHECK(e.err == 0, "64 MiB mapped, untouched: %d", e.err);
+    CHECK(hipFileBufDeregister(q).err == 0, "deregister it");
+    munmap(q, big);
+    munmap(p, pg);
+    munmap(p + 2 * pg, pg);
+    void *m = malloc(10000);
+    CHECK(hipFileBufRegister(m, 10000, 0).err == 0, "malloc'd memory");
+    CHECK(hipFileBufDeregister(m).err == 0, "deregister it");
+    free(m);
+    CHECK(hipFileDriverClose().err == 0, "close");
+}
+
 static void on_alarm(int sig) {
     (void)sig;
     static const char msg[] = "data_safety: watchdog: a section hung\n";
@@ -345,7 +381,7 @@ int main(int argc, char **argv) {
     static const struct {
         const char *name;
         void (*fn)(void);
-    } all[] = {{"eio", test_eio}, {"append", test_append}, {"stale", test_stale}};
+    } all[] = {{"eio", test_eio}, {"append", test_append}, {"stale", test_stale}, {"bufreg", test_bufreg}};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         int want = argc <= 2;
         for (int a = 2; a < argc; a++) want |= strcmp(argv[a], all[i].name) == 0;
