@@ -4,7 +4,7 @@
  * file, no file grown past the bytes a failed write reports, no registration
  * of memory that is not there, and a bounded worker count.
  *
- * Usage: data_safety DIR [SECTION...]; sections: eio append stale bufreg (all, in
+ * Usage: data_safety DIR [SECTION...]; sections: threads eio append stale bufreg (all, in
  * that order, by default). DIR must be on a filesystem
  * that takes O_DIRECT (ext4, xfs) for the EIO section to mean anything.
  * HIPFILE_TEST_EIO_WRITES and HIPFILE_TEST_EIO_SIZE set the writes per thread
@@ -69,6 +69,38 @@ static int same_bytes(int fd, off_t off, const unsigned char *src, size_t n) {
     int ok = b && pread(fd, b, n, off) == (ssize_t)n && memcmp(b, src, n) == 0;
     free(b);
     return ok;
+}
+
+/* ------------------------------------------------------------------------
+ * threads: ExecutionMaxIOThreads = SIZE_MAX must not start hundreds of
+ * workers (the engine clamps it to what the machine can use). */
+static int io_threads(void) {
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char p[300], comm[64] = "";
+        snprintf(p, sizeof p, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(p, "r");
+        if (!f) continue;
+        if (fgets(comm, sizeof comm, f) && strncmp(comm, "hipfile-io-", 11) == 0) n++;
+        fclose(f);
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+static void test_threads(void) {
+    section = "threads";
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long bound = 4 * cores < 64 ? 4 * cores : 64;
+    CHECK(hipFileUseCount() == 0, "driver closed at start");
+    CHECK(hipFileSetParameterSizeT(hipFileParamExecutionMaxIOThreads, SIZE_MAX).err == 0, "set");
+    CHECK(hipFileDriverOpen().err == 0, "open with SIZE_MAX workers");
+    int n = io_threads();
+    CHECK(n >= 1 && n <= bound, "%d workers started; at most %ld (4 per core, 64 in all)", n, bound);
+    CHECK(hipFileDriverClose().err == 0, "close");
+    CHECK(io_threads() == 0, "workers gone after the final close");
 }
 
 /* ------------------------------------------------------------------------
@@ -381,7 +413,7 @@ int main(int argc, char **argv) {
     static const struct {
         const char *name;
         void (*fn)(void);
-    } all[] = {{"eio", test_eio}, {"append", test_append}, {"stale", test_stale}, {"bufreg", test_bufreg}};
+    } all[] = {{"threads", test_threads}, {"eio", test_eio}, {"append", test_append}, {"stale", test_stale}, {"bufreg", test_bufreg}};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         int want = argc <= 2;
         for (int a = 2; a < argc; a++) want |= strcmp(argv[a], all[i].name) == 0;
