@@ -7,7 +7,7 @@ use crate::{log_debug, log_warn};
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Largest DIO alignment the bounce slots are sized for (see `Config::slot_bytes`).
@@ -78,8 +78,11 @@ pub struct File {
     /// per page, and one with more pages than this is split into several
     /// block requests, which neighbouring reads can then not merge with.
     pub max_segments: Option<u32>,
-    /// I/O operations currently using this file (deregistration refuses while > 0).
-    pub inflight: AtomicUsize,
+    /// I/O operations on this file: the low [`INFLIGHT_BITS`] count those in
+    /// flight (deregistration refuses while any is), the bits above those
+    /// started so far. One word, so that one load tells whether another
+    /// operation has run beside a given one ([`File::alone_since`]).
+    activity: AtomicU64,
 }
 
 /// Facts about a device that every file on it shares, learned once per
@@ -179,6 +182,14 @@ impl DeviceFacts {
             .or_insert_with(|| max_segments(dev.0, dev.1))
     }
 }
+
+/// Bits of `File::activity` that count operations in flight.
+const INFLIGHT_BITS: u32 = 24;
+const INFLIGHT_MASK: u64 = (1 << INFLIGHT_BITS) - 1;
+
+/// What [`File::begin_io`] saw when an operation started.
+#[derive(Clone, Copy, Debug)]
+pub struct IoStart(u64);
 
 /// The base page size the segment rule counts in.
 const SMALL_PAGE: usize = 4096;
@@ -357,7 +368,7 @@ impl File {
             is_block_device,
             is_regular_file,
             max_segments: DeviceFacts::with(|f| f.segments(queue)),
-            inflight: AtomicUsize::new(0),
+            activity: AtomicU64::new(0),
         })
     }
 
@@ -455,7 +466,29 @@ impl File {
     }
 
     pub fn busy(&self) -> bool {
-        self.inflight.load(Ordering::Acquire) > 0
+        self.activity.load(Ordering::Acquire) & INFLIGHT_MASK > 0
+    }
+
+    /// Count an operation as started and in flight until [`File::end_io`].
+    pub fn begin_io(&self) -> IoStart {
+        IoStart(
+            self.activity
+                .fetch_add((1 << INFLIGHT_BITS) + 1, Ordering::AcqRel),
+        )
+    }
+
+    pub fn end_io(&self) {
+        self.activity.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// True when the operation that `start` began has had this file to
+    /// itself: nothing else was in flight when it started, nothing has
+    /// started since, and it has not ended yet. (Operations of this
+    /// registration only; other descriptors and processes are not seen.)
+    pub fn alone_since(&self, start: IoStart) -> bool {
+        start.0 & INFLIGHT_MASK == 0
+            && self.activity.load(Ordering::Acquire)
+                == start.0.wrapping_add((1 << INFLIGHT_BITS) + 1)
     }
 }
 
@@ -571,6 +604,14 @@ pub fn disable_noappend_for_tests() {
     NOAPPEND.store(2, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// The size of the file behind `fd`, or None when fstat fails.
+pub fn size_of(fd: RawFd) -> Option<u64> {
+    // SAFETY: fstat writes into a local stat struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; `st` is valid for writes.
+    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st.st_size as u64)
+}
+
 /// Start writing `[off, off + len)` of `file` back to storage without waiting
 /// for it (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), for a write whose caller
 /// waits for durability: the fdatasync that ends the request then finds most
@@ -607,14 +648,14 @@ pub struct InflightGuard<'a>(&'a File);
 
 impl<'a> InflightGuard<'a> {
     pub fn new(f: &'a File) -> Self {
-        f.inflight.fetch_add(1, Ordering::AcqRel);
+        f.begin_io();
         InflightGuard(f)
     }
 }
 
 impl Drop for InflightGuard<'_> {
     fn drop(&mut self) {
-        self.0.inflight.fetch_sub(1, Ordering::AcqRel);
+        self.0.end_io();
     }
 }
 
@@ -776,6 +817,28 @@ mod tests {
         // SAFETY: unmounting what this test mounted.
         unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn alone_since_sees_operations_before_beside_and_after() {
+        let path = std::env::temp_dir().join(format!("hipfile-alone-{}", std::process::id()));
+        let f = std::fs::File::create(&path).unwrap();
+        let reg = File::probe(f.as_raw_fd()).unwrap();
+        let a = reg.begin_io();
+        assert!(reg.busy() && reg.alone_since(a));
+        // Another one starts (and even ends) while `a` runs.
+        let b = reg.begin_io();
+        assert!(!reg.alone_since(a) && !reg.alone_since(b));
+        reg.end_io();
+        assert!(!reg.alone_since(a), "b ran beside a");
+        reg.end_io();
+        assert!(!reg.busy());
+        // One at a time: each has the file to itself.
+        let c = reg.begin_io();
+        assert!(reg.alone_since(c));
+        reg.end_io();
+        assert!(!reg.alone_since(c), "c has ended");
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]

@@ -1280,7 +1280,7 @@ impl Worker {
         }
         self.free_ids.push(id);
         self.queue.finished();
-        a.chunk.req.chunk_done(a.chunk.idx, r);
+        a.chunk.req.chunk_ended(a.chunk.idx, r, a.done);
         self.grant_slots();
     }
 

@@ -4,8 +4,8 @@
  * file, no file grown past the bytes a failed write reports, no registration
  * of memory that is not there, and a bounded worker count.
  *
- * Usage: data_safety DIR [SECTION...]; sections: threads eio append stale bufreg (all, in
- * that order, by default). DIR must be on a filesystem
+ * Usage: data_safety DIR [SECTION...]; sections: threads eio append stale
+ * efault bufreg (all, in that order, by default). DIR must be on a filesystem
  * that takes O_DIRECT (ext4, xfs) for the EIO section to mean anything.
  * HIPFILE_TEST_EIO_WRITES and HIPFILE_TEST_EIO_SIZE set the writes per thread
  * and their size in the EIO section. */
@@ -364,6 +364,66 @@ static void test_stale(void) {
 }
 
 /* ------------------------------------------------------------------------
+ * efault: a source buffer whose second half is not readable. The write
+ * returns a short count whose bytes are in the file, or -1/EFAULT; either
+ * way the file never grows past max(old size, offset + count). */
+static void efault_case(const char *what, int flags, size_t old_len, size_t len, off_t off) {
+    char path[512];
+    path_of(path, sizeof path, "efault");
+    int mk = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    unsigned char *old = malloc(old_len + 1);
+    for (size_t i = 0; i < old_len; i++) old[i] = pat(i, 4);
+    CHECK(mk >= 0 && pwrite(mk, old, old_len, 0) == (ssize_t)old_len, "%s: make", what);
+    close(mk);
+    int fd = open(path, O_RDWR | flags);
+    if (fd < 0 && (flags & O_DIRECT) && errno == EINVAL) {
+        printf("SKIP efault %s: O_DIRECT refused here\n", what);
+        free(old);
+        unlink(path);
+        return;
+    }
+    unsigned char *src = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    for (size_t i = 0; i < len; i++) src[i] = pat(i, 5);
+    CHECK(mprotect(src + len / 2, len / 2, PROT_NONE) == 0, "mprotect");
+    hipFileHandle_t fh;
+    CHECK(reg(fd, &fh).err == 0, "%s: register", what);
+    errno = 0;
+    ssize_t r = hipFileWrite(fh, src, len, off, 0);
+    int err = errno;
+    off_t size = size_of(fd);
+    size_t reported = r > 0 ? (size_t)r : 0;
+    off_t limit = (off_t)old_len > off + (off_t)reported ? (off_t)old_len : off + (off_t)reported;
+    printf("efault %s: write of %zu at %lld returned %zd (errno %d), file %lld bytes (was %zu)\n", what, len,
+           (long long)off, r, err, (long long)size, old_len);
+    CHECK((r == -1 && err == EFAULT) || (r >= 0 && (size_t)r <= len / 2), "%s: returned %zd errno %d", what, r,
+          err);
+    CHECK(size <= limit, "%s: file is %lld bytes, beyond max(old %zu, offset + reported %lld)", what,
+          (long long)size, old_len, (long long)(off + reported));
+    CHECK(size >= (off_t)old_len, "%s: file shrank to %lld", what, (long long)size);
+    int check = open(path, O_RDONLY); /* buffered: fd may be O_DIRECT */
+    if (r > 0) CHECK(same_bytes(check, off, src, (size_t)r), "%s: the reported bytes are in the file", what);
+    /* Bytes before the write's range are the old ones. */
+    size_t keep = (size_t)off < old_len ? (size_t)off : old_len;
+    CHECK(same_bytes(check, 0, old, keep), "%s: bytes before the write changed", what);
+    close(check);
+    hipFileHandleDeregister(fh);
+    munmap(src, len);
+    close(fd);
+    free(old);
+    unlink(path);
+}
+
+static void test_efault(void) {
+    section = "efault";
+    CHECK(hipFileDriverOpen().err == 0, "open");
+    efault_case("buffered, empty file", 0, 0, 8 << 20, 0);
+    efault_case("buffered, past the end", 0, 1 << 20, 8 << 20, (2 << 20) + 512);
+    efault_case("O_DIRECT, empty file", O_DIRECT, 0, 8 << 20, 0);
+    efault_case("small, empty file", 0, 0, 32 << 10, 0);
+    CHECK(hipFileDriverClose().err == 0, "close");
+}
+
+/* ------------------------------------------------------------------------
  * bufreg: hipFileBufRegister of addresses that are not memory → 5013. */
 static void test_bufreg(void) {
     section = "bufreg";
@@ -413,7 +473,7 @@ int main(int argc, char **argv) {
     static const struct {
         const char *name;
         void (*fn)(void);
-    } all[] = {{"threads", test_threads}, {"eio", test_eio}, {"append", test_append}, {"stale", test_stale}, {"bufreg", test_bufreg}};
+    } all[] = {{"threads", test_threads}, {"eio", test_eio}, {"append", test_append}, {"stale", test_stale}, {"efault", test_efault}, {"bufreg", test_bufreg}};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         int want = argc <= 2;
         for (int a = 2; a < argc; a++) want |= strcmp(argv[a], all[i].name) == 0;
