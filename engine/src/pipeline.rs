@@ -772,9 +772,16 @@ pub(crate) fn inline_host_io(req: &IoRequest) -> Result<usize> {
                 r
             }
             Direction::Write => {
-                let fd = match f.direct() {
-                    Some((dfd, _)) if f.client_direct && aligned(off, ptr, len) => dfd,
-                    _ => f.buffered_fd,
+                // O_DIRECT only on a descriptor the caller opened so: a
+                // direct write beside page-cache pages of the same range
+                // makes the kernel record EIO for every later fsync. (Not
+                // asking `direct()` otherwise: it would open a descriptor.)
+                let fd = match (f.client_direct && aligned(off, ptr, len))
+                    .then(|| f.direct())
+                    .flatten()
+                {
+                    Some((dfd, _)) => dfd,
+                    None => f.buffered_fd,
                 };
                 let iov = libc::iovec {
                     iov_base: ptr as *mut libc::c_void,

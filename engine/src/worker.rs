@@ -761,14 +761,18 @@ impl Worker {
             let cur = a.chunk.file_offset + a.done as u64;
             let rem = (a.chunk.len - a.done) as u64;
             let src = self.buf_at(a, a.done);
-            let fd = match self.direct_for(a) {
-                // O_DIRECT only where the caller asked for it: a direct write
-                // beside page-cache writes to the same pages (ours, the
-                // application's, another process's) fails the kernel's
-                // invalidation, which records EIO for every later fsync.
+            // O_DIRECT only where the caller asked for it: a direct write
+            // beside page-cache writes to the same pages (ours, the
+            // application's, another process's) fails the kernel's
+            // invalidation, which records EIO for every later fsync.
+            let direct = if a.chunk.file.client_direct {
+                self.direct_for(a)
+            } else {
+                None
+            };
+            let fd = match direct {
                 Some((dfd, align))
-                    if a.chunk.file.client_direct
-                        && cur % align == 0
+                    if cur % align == 0
                         && rem % align == 0
                         && src as u64 % a.chunk.file.dio_mem_align.max(1) as u64 == 0 =>
                 {
