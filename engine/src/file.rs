@@ -7,7 +7,7 @@ use crate::{log_debug, log_warn};
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Largest DIO alignment the bounce slots are sized for (see `Config::slot_bytes`).
@@ -78,8 +78,11 @@ pub struct File {
     /// per page, and one with more pages than this is split into several
     /// block requests, which neighbouring reads can then not merge with.
     pub max_segments: Option<u32>,
-    /// I/O operations currently using this file (deregistration refuses while > 0).
-    pub inflight: AtomicUsize,
+    /// I/O operations on this file: the low [`INFLIGHT_BITS`] count those in
+    /// flight (deregistration refuses while any is), the bits above those
+    /// started so far. One word, so that one load tells whether another
+    /// operation has run beside a given one ([`File::alone_since`]).
+    activity: AtomicU64,
 }
 
 /// Facts about a device that every file on it shares, learned once per
@@ -179,6 +182,14 @@ impl DeviceFacts {
             .or_insert_with(|| max_segments(dev.0, dev.1))
     }
 }
+
+/// Bits of `File::activity` that count operations in flight.
+const INFLIGHT_BITS: u32 = 24;
+const INFLIGHT_MASK: u64 = (1 << INFLIGHT_BITS) - 1;
+
+/// What [`File::begin_io`] saw when an operation started.
+#[derive(Clone, Copy, Debug)]
+pub struct IoStart(u64);
 
 /// The base page size the segment rule counts in.
 const SMALL_PAGE: usize = 4096;
@@ -357,7 +368,7 @@ impl File {
             is_block_device,
             is_regular_file,
             max_segments: DeviceFacts::with(|f| f.segments(queue)),
-            inflight: AtomicUsize::new(0),
+            activity: AtomicU64::new(0),
         })
     }
 
@@ -430,8 +441,54 @@ impl File {
         Some(d)
     }
 
+    /// Before a write where the kernel lacks `RWF_NOAPPEND` ([`noappend_flag`]):
+    /// refuse it with 5019 (the code registration gives an O_APPEND
+    /// descriptor) when the caller's descriptor has O_APPEND now, since the
+    /// write would land at the end of the file instead of at its offset.
+    /// One fcntl per write request, only on such kernels; a descriptor set to
+    /// O_APPEND between this check and the write still appends there.
+    pub fn check_append(&self) -> Result<()> {
+        if noappend_flag() != 0 {
+            return Ok(());
+        }
+        // SAFETY: fcntl(F_GETFL) only reads the descriptor's flags.
+        let flags = unsafe { libc::fcntl(self.client_fd, libc::F_GETFL) };
+        if flags >= 0 && flags & libc::O_APPEND != 0 {
+            log_warn!(
+                "write refused: fd {} has O_APPEND set since its registration, and this kernel \
+                 lacks RWF_NOAPPEND, so the write would land at the end of the file, not at \
+                 its offset",
+                self.client_fd
+            );
+            return Err(OpError::InvalidFileOpenFlag.into());
+        }
+        Ok(())
+    }
+
     pub fn busy(&self) -> bool {
-        self.inflight.load(Ordering::Acquire) > 0
+        self.activity.load(Ordering::Acquire) & INFLIGHT_MASK > 0
+    }
+
+    /// Count an operation as started and in flight until [`File::end_io`].
+    pub fn begin_io(&self) -> IoStart {
+        IoStart(
+            self.activity
+                .fetch_add((1 << INFLIGHT_BITS) + 1, Ordering::AcqRel),
+        )
+    }
+
+    pub fn end_io(&self) {
+        self.activity.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// True when the operation that `start` began has had this file to
+    /// itself: nothing else was in flight when it started, nothing has
+    /// started since, and it has not ended yet. (Operations of this
+    /// registration only; other descriptors and processes are not seen.)
+    pub fn alone_since(&self, start: IoStart) -> bool {
+        start.0 & INFLIGHT_MASK == 0
+            && self.activity.load(Ordering::Acquire)
+                == start.0.wrapping_add((1 << INFLIGHT_BITS) + 1)
     }
 }
 
@@ -486,6 +543,91 @@ pub fn fully_cached(fd: RawFd, off: u64, len: u64) -> Option<bool> {
     Some(cs.nr_cache >= (end - first) / 4096)
 }
 
+/// `RWF_NOAPPEND` support: 0 not asked yet, 1 the kernel has it, 2 it does not.
+static NOAPPEND: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// The flags every positional write carries: `RWF_NOAPPEND` (Linux 6.9) where
+/// the kernel has it, else none.
+///
+/// Registration refuses O_APPEND descriptors, but the application can set
+/// O_APPEND with fcntl afterwards on its own descriptor, which the library
+/// writes through (the buffered one, or the O_DIRECT one when the caller
+/// opened it so); pwrite on it would then ignore the offset and append.
+/// `RWF_NOAPPEND` makes each write positional whatever the descriptor's flags
+/// are now. Without it, [`File::check_append`] refuses the write instead.
+pub fn noappend_flag() -> libc::c_int {
+    use std::sync::atomic::Ordering::Relaxed;
+    match NOAPPEND.load(Relaxed) {
+        1 => return libc::RWF_NOAPPEND,
+        2 => return 0,
+        _ => {}
+    }
+    let supported = probe_noappend();
+    // A test may have forced the fallback meanwhile: keep its answer.
+    let _ = NOAPPEND.compare_exchange(0, if supported { 1 } else { 2 }, Relaxed, Relaxed);
+    if NOAPPEND.load(Relaxed) == 1 {
+        libc::RWF_NOAPPEND
+    } else {
+        log_debug!("RWF_NOAPPEND unavailable: writes check the descriptor for O_APPEND");
+        0
+    }
+}
+
+/// Ask the kernel once: a one-byte `pwritev2(RWF_NOAPPEND)` into a pipe of
+/// our own. A kernel without the flag refuses it (EOPNOTSUPP; EINVAL on some
+/// emulations) before looking at the descriptor.
+fn probe_noappend() -> bool {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two descriptors we own and close below.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+        return false;
+    }
+    let byte = 0u8;
+    let iov = libc::iovec {
+        iov_base: &byte as *const u8 as *mut libc::c_void,
+        iov_len: 1,
+    };
+    // SAFETY: `iov` names one live byte; the descriptors are ours.
+    let r = unsafe { libc::pwritev2(fds[1], &iov, 1, -1, libc::RWF_NOAPPEND) };
+    // SAFETY: closing the descriptors pipe2 gave us, once each.
+    unsafe {
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+    r == 1
+}
+
+/// Behave as on a kernel without `RWF_NOAPPEND` from now on (tests of the
+/// fallback on kernels that have it).
+#[doc(hidden)]
+pub fn disable_noappend_for_tests() {
+    NOAPPEND.store(2, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The size of the file behind `fd`, or None when fstat fails.
+pub fn size_of(fd: RawFd) -> Option<u64> {
+    // SAFETY: fstat writes into a local stat struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; `st` is valid for writes.
+    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st.st_size as u64)
+}
+
+/// Start writing `[off, off + len)` of `file` back to storage without waiting
+/// for it (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), for a write whose caller
+/// waits for durability: the fdatasync that ends the request then finds most
+/// of its pages already on their way. Errors are left to that fdatasync.
+pub fn start_writeback(file: &File, off: u64, len: usize) {
+    // SAFETY: sync_file_range only names a descriptor and a range.
+    unsafe {
+        libc::sync_file_range(
+            file.buffered_fd,
+            off as i64,
+            len as i64,
+            libc::SYNC_FILE_RANGE_WRITE,
+        )
+    };
+}
+
 impl Drop for File {
     fn drop(&mut self) {
         for &fd in &self.owned_fds {
@@ -506,14 +648,14 @@ pub struct InflightGuard<'a>(&'a File);
 
 impl<'a> InflightGuard<'a> {
     pub fn new(f: &'a File) -> Self {
-        f.inflight.fetch_add(1, Ordering::AcqRel);
+        f.begin_io();
         InflightGuard(f)
     }
 }
 
 impl Drop for InflightGuard<'_> {
     fn drop(&mut self) {
-        self.0.inflight.fetch_sub(1, Ordering::AcqRel);
+        self.0.end_io();
     }
 }
 
@@ -675,6 +817,28 @@ mod tests {
         // SAFETY: unmounting what this test mounted.
         unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn alone_since_sees_operations_before_beside_and_after() {
+        let path = std::env::temp_dir().join(format!("hipfile-alone-{}", std::process::id()));
+        let f = std::fs::File::create(&path).unwrap();
+        let reg = File::probe(f.as_raw_fd()).unwrap();
+        let a = reg.begin_io();
+        assert!(reg.busy() && reg.alone_since(a));
+        // Another one starts (and even ends) while `a` runs.
+        let b = reg.begin_io();
+        assert!(!reg.alone_since(a) && !reg.alone_since(b));
+        reg.end_io();
+        assert!(!reg.alone_since(a), "b ran beside a");
+        reg.end_io();
+        assert!(!reg.busy());
+        // One at a time: each has the file to itself.
+        let c = reg.begin_io();
+        assert!(reg.alone_since(c));
+        reg.end_io();
+        assert!(!reg.alone_since(c), "c has ended");
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]

@@ -355,7 +355,7 @@ pub unsafe extern "C" fn hipFileBatchIOSetUp(
             return Err(inval());
         }
         let b = Batch::new(max_nr as usize);
-        let h = Arc::as_ptr(&b) as usize;
+        let h = hipfile_engine::registry::new_handle();
         d.write().batches.insert(h, b);
         // SAFETY: batch_idp is non-NULL caller storage for a handle.
         unsafe { *batch_idp = h as *mut c_void };

@@ -214,3 +214,12 @@ fn c_messages_name_the_mistake() {
         assert!(log.contains(want), "no log line containing {want:?} in:\n{log}");
     }
 }
+
+/// Data safety: concurrent durable writes with another process fsyncing the
+/// same file, O_APPEND set after registration, stale file and batch handles
+/// over 10,000 cycles, a half-unreadable source buffer, unmapped buffer
+/// registrations and a huge worker count (tests/c/data_safety.c).
+#[test]
+fn c_data_safety() {
+    run(&compile("data_safety.c", false), &[&tmp_dir()]);
+}
