@@ -27,6 +27,7 @@
 pub mod batch;
 pub mod bounce;
 pub mod config;
+pub mod config_file;
 pub mod error;
 pub mod file;
 pub mod gpu;

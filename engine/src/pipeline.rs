@@ -94,7 +94,7 @@ impl Waiter {
         }
     }
 
-    fn set(&self, r: Result<usize>) {
+    pub(crate) fn set(&self, r: Result<usize>) {
         *self.result.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
         self.cv.notify_all();
     }
@@ -316,6 +316,7 @@ impl Engine {
             cfg.slots_per_worker,
             gpu.name()
         );
+        crate::stats::server::watch(&stats, &cfg);
         Ok(Engine {
             inner: Arc::new(Inner {
                 cfg,
@@ -378,6 +379,7 @@ impl Engine {
     pub fn submit(&self, req: IoRequest, done: Completion) {
         // Batch and stream callers keep many requests in flight themselves:
         // whole chunks only, so a 1 MiB entry is one piece of work, not eight.
+        let done = crate::stats::record::track_submit(&req, done);
         self.submit_split(req, done, false)
     }
 
@@ -490,7 +492,14 @@ impl Engine {
     }
 
     /// Synchronous transfer: returns once the bytes have landed.
-    pub fn transfer(&self, mut req: IoRequest) -> Result<usize> {
+    pub fn transfer(&self, req: IoRequest) -> Result<usize> {
+        let call = crate::stats::Call::sync(&req);
+        let r = self.transfer_uncounted(req);
+        crate::stats::record::finish(call, &r);
+        r
+    }
+
+    fn transfer_uncounted(&self, mut req: IoRequest) -> Result<usize> {
         let fsync_fd = (req.dir == Direction::Write && self.inner.cfg.write_sync)
             .then_some(req.file.buffered_fd);
         req.durable = fsync_fd.is_some();
@@ -500,6 +509,7 @@ impl Engine {
         let host = matches!(req.mem, Memory::Host(_));
         let host_read = auto && host && req.dir == Direction::Read && req.size <= max;
         let n = if host_read || (small && host) {
+            crate::stats::served_inline();
             self.check_access(&req)?;
             let _busy = crate::file::InflightGuard::new(&req.file);
             let n = inline_host_io(&req)?;
@@ -510,6 +520,7 @@ impl Engine {
             && (self.inner.stream_ops.load(Ordering::Acquire) == 0
                 || crate::inline::ready_for(&self.inner.gpu, &req.mem))
         {
+            crate::stats::served_inline();
             self.check_access(&req)?;
             let _busy = crate::file::InflightGuard::new(&req.file);
             let n = crate::inline::device_io(&self.inner.gpu, &req)?;

@@ -74,7 +74,10 @@ static DRIVER: OnceLock<Driver> = OnceLock::new();
 /// The process-wide driver, created on first use (never at load time).
 pub fn driver() -> &'static Driver {
     DRIVER.get_or_init(|| Driver {
-        state: RwLock::new(State::default()),
+        state: RwLock::new(State {
+            params: crate::config_file::seeded_params(),
+            ..State::default()
+        }),
         gpu: OnceLock::new(),
         env: OnceLock::new(),
         gpu_override: RwLock::new(None),
@@ -185,7 +188,7 @@ impl Driver {
             st.files.clear();
             st.fd_to_handle.clear();
             st.streams.clear();
-            st.params = Params::default();
+            st.params = crate::config_file::seeded_params();
             st.params_locked = false;
             let batches: Vec<Arc<Batch>> = st.batches.drain().map(|(_, b)| b).collect();
             (st.engine.take(), batches)

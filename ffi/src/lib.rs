@@ -18,6 +18,7 @@ use hipfile_engine::error::{Error, OpError};
 use hipfile_engine::gpu::MemKind;
 use hipfile_engine::pipeline::{Direction, IoRequest};
 use hipfile_engine::registry::{driver, BufferUse, ResolvedBuffer};
+use hipfile_engine::stats::{self, Event};
 use hipfile_engine::{log_warn, MAX_RW_COUNT};
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -52,6 +53,8 @@ fn fork_check(name: &str) -> Result<(), Error> {
     ATFORK.call_once(|| {
         // SAFETY: registering a plain extern "C" function as the child handler.
         unsafe { libc::pthread_atfork(None, None, Some(in_fork_child)) };
+        // The C library's logger, unless the host process has one.
+        hipfile_engine::log::install_default();
     });
     Ok(())
 }
@@ -124,6 +127,12 @@ fn inval() -> Error {
     Error::Op(OpError::InvalidValue)
 }
 
+/// Count `r` in the process statistics as `ok` or `err`, and pass it on.
+fn counted<T>(r: Result<T, Error>, ok: Event, err: Event) -> Result<T, Error> {
+    stats::event(if r.is_ok() { ok } else { err });
+    r
+}
+
 // ---------------------------------------------------------------------------
 // 1. Error strings
 
@@ -151,7 +160,11 @@ pub unsafe extern "C" fn hipFileHandleRegister(
         }
         // SAFETY: as above; for OpaqueFD the union holds an int.
         let fd = unsafe { (*descr).handle.fd };
-        let h = driver().register_handle(fd)?;
+        let h = counted(
+            driver().register_handle(fd),
+            Event::HandleRegister,
+            Event::HandleRegisterError,
+        )?;
         // SAFETY: fh is non-NULL and points to caller storage for a handle.
         unsafe { *fh = h as *mut c_void };
         Ok(())
@@ -166,6 +179,7 @@ pub extern "C" fn hipFileHandleDeregister(fh: *mut c_void) {
     let _ = catch_unwind(|| {
         if !fh.is_null() {
             driver().deregister_handle(fh as usize);
+            stats::event(Event::HandleDeregister);
         }
     });
 }
@@ -180,7 +194,11 @@ pub extern "C" fn hipFileBufRegister(
     flags: c_int,
 ) -> HipFileError {
     guard("hipFileBufRegister", || {
-        driver().register_buffer(buffer_base as u64, length as u64, flags)
+        let r = driver().register_buffer(buffer_base as u64, length as u64, flags);
+        if r.is_ok() {
+            stats::event_add(Event::BufRegisterBytes, length as u64);
+        }
+        counted(r, Event::BufRegister, Event::BufRegisterError)
     })
 }
 
@@ -194,7 +212,11 @@ pub extern "C" fn hipFileBufDeregister(buffer_base: *const c_void) -> HipFileErr
         if buffer_base.is_null() {
             return Err(inval());
         }
-        d.deregister_buffer(buffer_base as u64)
+        counted(
+            d.deregister_buffer(buffer_base as u64),
+            Event::BufDeregister,
+            Event::BufDeregisterError,
+        )
     })
 }
 
@@ -265,7 +287,13 @@ fn sync_io(
             // Upstream (and cuFile, as observed): −1 with EINVAL while closed.
             return Err(Error::Os(libc::EINVAL));
         };
-        let (req, buf) = prepare(fh, buffer_base, size, file_offset, buffer_offset, dir)?;
+        let (req, buf) = prepare(fh, buffer_base, size, file_offset, buffer_offset, dir)
+            .inspect_err(|_| {
+                stats::event(match dir {
+                    Direction::Read => Event::ReadRejected,
+                    Direction::Write => Event::WriteRejected,
+                })
+            })?;
         if req.size == 0 {
             return Ok(0);
         }
@@ -324,12 +352,24 @@ pub extern "C" fn hipFileWrite(
 
 #[no_mangle]
 pub extern "C" fn hipFileDriverOpen() -> HipFileError {
-    guard("hipFileDriverOpen", || driver().open())
+    guard("hipFileDriverOpen", || {
+        let r = driver().open();
+        if r.is_ok() {
+            stats::event(Event::DriverOpen);
+        }
+        r
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn hipFileDriverClose() -> HipFileError {
-    guard("hipFileDriverClose", || driver().close())
+    guard("hipFileDriverClose", || {
+        let r = driver().close();
+        if r.is_ok() {
+            stats::event(Event::DriverClose);
+        }
+        r
+    })
 }
 
 #[no_mangle]
@@ -374,6 +414,7 @@ pub unsafe extern "C" fn hipFileBatchIOSetUp(
         let b = Batch::new(max_nr as usize);
         let h = Arc::as_ptr(&b) as usize;
         d.write().batches.insert(h, b);
+        stats::event(Event::BatchSetup);
         // SAFETY: batch_idp is non-NULL caller storage for a handle.
         unsafe { *batch_idp = h as *mut c_void };
         Ok(())
@@ -427,7 +468,11 @@ pub unsafe extern "C" fn hipFileBatchIOSubmit(
                 hold: Some(Box::new(BufferUse::new(buf.reg))),
             });
         }
-        b.submit(&engine, entries)
+        counted(
+            stats::with_api(stats::Api::Batch, || b.submit(&engine, entries)),
+            Event::BatchSubmit,
+            Event::BatchSubmitError,
+        )
     })
 }
 
@@ -483,6 +528,7 @@ pub unsafe extern "C" fn hipFileBatchIOGetStatus(
 pub extern "C" fn hipFileBatchIOCancel(batch_idp: *mut c_void) -> HipFileError {
     guard("hipFileBatchIOCancel", || {
         batch_of(batch_idp)?.cancel();
+        stats::event(Event::BatchCancel);
         Ok(())
     })
 }
@@ -500,6 +546,7 @@ pub extern "C" fn hipFileBatchIODestroy(batch_idp: *mut c_void) {
         if let Some(b) = b {
             // Wait for running entries: their buffers are in use by the kernel.
             b.cancel();
+            stats::event(Event::BatchDestroy);
         }
     });
 }
