@@ -219,8 +219,12 @@ pub fn install_default() -> bool {
     ONCE.call_once(|| {
         if ::log::set_logger(&DEFAULT).is_ok() {
             DEFAULT_INSTALLED.store(true, Ordering::Relaxed);
-            ::log::set_max_level(max_level().facade().to_level_filter());
+            // Open everything until our level is known: reading it may itself
+            // log (an unknown level name), and that line must not be lost.
+            ::log::set_max_level(::log::LevelFilter::Trace);
+            // The destination first, so those lines land where the rest will.
             reopen();
+            ::log::set_max_level(max_level().facade().to_level_filter());
             // Problems found in the configuration file before logging worked.
             crate::config_file::report_problems();
         }
