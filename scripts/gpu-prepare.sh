@@ -7,6 +7,8 @@ cargo build --release -p hipfile-engine --examples
 mkdir -p .carry
 cp target/release/libhipfile.so .carry/
 [ -x target/release/hipfile-bench ] && cp target/release/hipfile-bench .carry/
+# The operator tools (scripts/gpu-stats-bench.sh runs them).
+cp target/release/ais-stats target/release/hipfile-check .carry/
 # Experiments (engine/examples): DMA from the page cache, the hot-path probe, the copy-shape probe.
 cp target/release/examples/pagecache_dma target/release/examples/hot_probe target/release/examples/copy_shape .carry/
 # Test binaries: the engine's unit tests (incl. the real-CUDA test), its I/O tests, and the

@@ -246,7 +246,10 @@ fn c_an_unknown_log_level_is_reported() {
     let log = scratch("hipfile-level.log");
     run_config_log(
         &["open"],
-        &[("HIPFILE_LOG_LEVEL", "verbose"), ("CUFILE_LOGFILE_PATH", &log)],
+        &[
+            ("HIPFILE_LOG_LEVEL", "verbose"),
+            ("CUFILE_LOGFILE_PATH", &log),
+        ],
     );
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     let _ = std::fs::remove_file(&log);

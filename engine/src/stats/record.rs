@@ -65,8 +65,12 @@ pub(crate) fn region() -> Option<&'static Region> {
 }
 
 pub(crate) fn since_start_ns() -> u64 {
+    ns_since_start(Instant::now())
+}
+
+fn ns_since_start(now: Instant) -> u64 {
     START.get().map_or(0, |s| {
-        u64::try_from(s.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        u64::try_from(now.saturating_duration_since(*s).as_nanos()).unwrap_or(u64::MAX)
     })
 }
 
@@ -166,7 +170,10 @@ impl Call {
 
     /// Count the finished call.
     pub fn finish(self, r: &Result<usize>) {
-        let lat_ns = u64::try_from(self.t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        // One clock read serves the latency and the shard's last-call time.
+        let now = Instant::now();
+        let lat_ns =
+            u64::try_from(now.saturating_duration_since(self.t0).as_nanos()).unwrap_or(u64::MAX);
         let mut api = self.api;
         if api == Api::Sync && INLINE.with(|i| i.get()) {
             api = Api::Inline;
@@ -186,7 +193,7 @@ impl Call {
                     done,
                     lat_ns,
                 },
-                since_start_ns(),
+                ns_since_start(now),
             );
         }
     }

@@ -185,10 +185,15 @@ impl ClassTotals {
     }
 
     /// The latency below which `pct` percent of the calls fell, as the middle
-    /// of its histogram bucket (within 12 % of the true value), or None
-    /// without calls.
+    /// of its histogram bucket (within 12 % of the true value) but never above
+    /// the longest call seen, or None without calls.
     pub fn percentile_ns(&self, pct: f64) -> Option<u64> {
-        percentile_ns(&self.lat_hist, pct)
+        let p = percentile_ns(&self.lat_hist, pct)?;
+        Some(if self.lat_max_ns > 0 {
+            p.min(self.lat_max_ns)
+        } else {
+            p
+        })
     }
 }
 
@@ -228,6 +233,15 @@ mod tests {
         assert!((8_700..=11_300).contains(&p50), "{p50}");
         assert!((870_000..=1_130_000).contains(&p99), "{p99}");
         assert_eq!(percentile_ns(&[0; LAT_BUCKETS], 50.0), None);
+    }
+
+    #[test]
+    fn a_percentile_never_exceeds_the_longest_call() {
+        let mut c = ClassTotals::default();
+        c.lat_hist[layout::lat_bucket(9_240_000)] = 1;
+        c.ops = 1;
+        c.lat_max_ns = 9_240_000;
+        assert_eq!(c.percentile_ns(99.0), Some(9_240_000));
     }
 
     #[test]

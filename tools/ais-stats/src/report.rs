@@ -161,7 +161,7 @@ pub fn to_text(t: &Target, s: &Snapshot) -> String {
         e[engine::RETRIES]
     ));
     o.push_str(&format!(
-        "\nengine ({} running: {} workers, {} bounce slots, {})\n",
+        "\nengines (running now: {}, with {} workers, {} bounce slots, {})\n",
         e[engine::ENGINES],
         e[engine::WORKERS],
         e[engine::BOUNCE_SLOTS],
