@@ -242,6 +242,17 @@ fn c_log_file_parameter_gets_one_line_per_event_with_time_pid_and_thread() {
 }
 
 #[test]
+fn c_log_dir_parameter_gets_a_file_per_process() {
+    let dir = scratch("hipfile-paramdir");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (pid, _) = run_config_log(&["dir", &dir], &[]);
+    let log = format!("{dir}/hipfile.{pid}.log");
+    let text = std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{log}: {e}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(text.contains("INFO hipfile: engine:"), "{text}");
+}
+
+#[test]
 fn c_an_unknown_log_level_is_reported() {
     let log = scratch("hipfile-level.log");
     run_config_log(

@@ -2,6 +2,7 @@
  * from the environment, and a configuration file's parameter defaults.
  * Usage: config_log MODE [ARG]
  *   param PATH   log to PATH (EnvLogfilePath) at INFO, open and close the driver
+ *   dir DIR      log to DIR/hipfile.PID.log (LogDir) at INFO, open and close the driver
  *   open         open and close the driver (the environment sets logging)
  *   batchsize N  the IOBatchsize parameter reads back N (a configuration file
  *                set it); a Set call still wins over the file
@@ -37,6 +38,12 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "param") == 0 && argc == 3) {
         hipFileError_t e = hipFileSetParameterString(hipFileParamEnvLogfilePath, argv[2]);
         CHECK(e.err == hipFileSuccess, "Set EnvLogfilePath %d", e.err);
+        e = hipFileSetParameterString(hipFileParamLoggingLevel, "INFO");
+        CHECK(e.err == hipFileSuccess, "Set LoggingLevel %d", e.err);
+        open_close();
+    } else if (strcmp(argv[1], "dir") == 0 && argc == 3) {
+        hipFileError_t e = hipFileSetParameterString(hipFileParamLogDir, argv[2]);
+        CHECK(e.err == hipFileSuccess, "Set LogDir %d", e.err);
         e = hipFileSetParameterString(hipFileParamLoggingLevel, "INFO");
         CHECK(e.err == hipFileSuccess, "Set LoggingLevel %d", e.err);
         open_close();

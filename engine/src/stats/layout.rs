@@ -30,6 +30,9 @@ pub const SIZE_BUCKETS: usize = 16;
 /// Latency buckets: below 1024 ns, then four per power of two (each within
 /// 19 % of its neighbours) up to 2^37 ns (137 s), then the rest.
 pub const LAT_BUCKETS: usize = 1 + 27 * 4 + 1;
+/// Latency buckets per target (level 3): one per power of two from 1024 ns
+/// to 2^37 ns (within a factor of two), so that 17 targets stay small.
+pub const TARGET_LAT_BUCKETS: usize = 28;
 
 /// Which entry point a call came through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,6 +79,8 @@ pub struct Target {
     pub bytes: AtomicU64,
     pub errors: AtomicU64,
     pub lat_ns: AtomicU64,
+    /// Successful calls by latency ([`target_lat_bucket`]).
+    pub lat_hist: [AtomicU64; TARGET_LAT_BUCKETS],
 }
 
 /// One thread's counters. 128-byte alignment keeps two shards off the same
@@ -216,12 +221,13 @@ pub struct Header {
     pub lat_buckets: AtomicU64,
     pub size_buckets: AtomicU64,
     pub targets: AtomicU64,
+    pub target_lat_buckets: AtomicU64,
     /// Times the engine figures have been copied in.
     pub publications: AtomicU64,
     /// The process's command name (/proc/PID/comm, at most 15 bytes, NUL
     /// padded), so a report made after the process exited can name it.
     pub comm: [AtomicU64; 2],
-    _reserved: [AtomicU64; 2],
+    _reserved: [AtomicU64; 1],
 }
 
 #[repr(C)]
@@ -262,6 +268,7 @@ impl Region {
         set(&h.lat_buckets, LAT_BUCKETS as u64);
         set(&h.size_buckets, SIZE_BUCKETS as u64);
         set(&h.targets, TARGETS as u64);
+        set(&h.target_lat_buckets, TARGET_LAT_BUCKETS as u64);
         let mut name = [0u8; 16];
         let comm = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
         let comm = comm.trim_end().as_bytes();
@@ -302,6 +309,11 @@ impl Region {
             ("latency buckets", g(&h.lat_buckets), LAT_BUCKETS as u64),
             ("size buckets", g(&h.size_buckets), SIZE_BUCKETS as u64),
             ("targets", g(&h.targets), TARGETS as u64),
+            (
+                "target latency buckets",
+                g(&h.target_lat_buckets),
+                TARGET_LAT_BUCKETS as u64,
+            ),
         ];
         for (what, got, exp) in want {
             if got != exp {
@@ -345,6 +357,26 @@ pub fn lat_bucket(ns: u64) -> usize {
     (1 + (log - 10) * 4 + sub).min(LAT_BUCKETS - 1)
 }
 
+/// The level-3 latency bucket of `ns`: 0 below 1024 ns, then one per power
+/// of two.
+pub fn target_lat_bucket(ns: u64) -> usize {
+    let k = ns >> 10;
+    if k == 0 {
+        0
+    } else {
+        ((64 - k.leading_zeros()) as usize).min(TARGET_LAT_BUCKETS - 1)
+    }
+}
+
+/// `[low, high)` of level-3 latency bucket `i` in ns (the last is open-ended).
+pub fn target_lat_bucket_range(i: usize) -> (u64, u64) {
+    match i {
+        0 => (0, 1024),
+        i if i == TARGET_LAT_BUCKETS - 1 => (1024 << (i - 1), u64::MAX),
+        i => (1024 << (i - 1), 1024 << i),
+    }
+}
+
 /// `[low, high)` of latency bucket `i` in ns (the last one is open-ended:
 /// `high` is `u64::MAX`).
 pub fn lat_bucket_range(i: usize) -> (u64, u64) {
@@ -374,7 +406,8 @@ mod tests {
         );
         assert_eq!(std::mem::size_of::<Shard>() % 128, 0);
         assert_eq!(std::mem::size_of::<Header>(), 16 * 8);
-        assert_eq!(std::mem::size_of::<Region>(), 614_912);
+        assert_eq!(std::mem::size_of::<Target>(), (4 + TARGET_LAT_BUCKETS) * 8);
+        assert_eq!(std::mem::size_of::<Region>(), 1_098_240);
         assert_eq!(VERSION, 1);
     }
 
@@ -407,6 +440,20 @@ mod tests {
             if hi != u64::MAX {
                 assert_eq!(lat_bucket(hi - 1), i, "high end of bucket {i}");
                 assert_eq!(lat_bucket(hi), i + 1, "next after bucket {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn target_latency_buckets_cover_every_value_in_order() {
+        assert_eq!(target_lat_bucket(1023), 0);
+        assert_eq!(target_lat_bucket(u64::MAX), TARGET_LAT_BUCKETS - 1);
+        for i in 0..TARGET_LAT_BUCKETS {
+            let (lo, hi) = target_lat_bucket_range(i);
+            assert_eq!(target_lat_bucket(lo), i, "low end of bucket {i}");
+            if hi != u64::MAX {
+                assert_eq!(target_lat_bucket(hi - 1), i, "high end of bucket {i}");
+                assert_eq!(target_lat_bucket(hi), i + 1);
             }
         }
     }

@@ -266,6 +266,7 @@ pub fn record_into(region: &Region, shard: usize, level: u32, s: &Sample, now_ns
                 add(&t.ops, 1);
                 add(&t.bytes, n);
                 add(&t.lat_ns, s.lat_ns);
+                add(&t.lat_hist[layout::target_lat_bucket(s.lat_ns)], 1);
             }
             None => add(&t.errors, 1),
         }
@@ -317,6 +318,8 @@ mod tests {
         record_into(&r, 0, 3, &gpu, 1);
         let s = Snapshot::of(&r);
         assert_eq!((s.target[3][0].ops, s.target[3][0].bytes), (1, 4096));
+        assert_eq!(s.target[3][0].lat_hist[layout::target_lat_bucket(5000)], 1);
+        assert_eq!(s.target[3][0].percentile_ns(50.0), Some(6144));
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! A region summed into plain numbers, and what a reader derives from them:
 //! totals, latency percentiles, the difference between two snapshots.
 
-use super::layout::{self, engine, Region, APIS, DIRS, EVENTS, LAT_BUCKETS, SIZE_BUCKETS, TARGETS};
+use super::layout::{
+    self, engine, Region, APIS, DIRS, EVENTS, LAT_BUCKETS, SIZE_BUCKETS, TARGETS,
+    TARGET_LAT_BUCKETS,
+};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One entry point and direction, summed over the shards.
@@ -36,6 +39,32 @@ pub struct TargetTotals {
     pub bytes: u64,
     pub errors: u64,
     pub lat_ns: u64,
+    pub lat_hist: [u64; TARGET_LAT_BUCKETS],
+}
+
+impl TargetTotals {
+    /// The `pct` percentile of this target's latencies, as the middle of its
+    /// power-of-two bucket (within a factor of two), or None without calls.
+    pub fn percentile_ns(&self, pct: f64) -> Option<u64> {
+        let n: u64 = self.lat_hist.iter().sum();
+        if n == 0 {
+            return None;
+        }
+        let rank = ((pct / 100.0 * n as f64).ceil() as u64).clamp(1, n);
+        let mut seen = 0;
+        for (i, &c) in self.lat_hist.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                let (lo, hi) = layout::target_lat_bucket_range(i);
+                return Some(if hi == u64::MAX {
+                    lo
+                } else {
+                    lo + (hi - lo) / 2
+                });
+            }
+        }
+        None
+    }
 }
 
 /// Everything in a region at one moment.
@@ -101,6 +130,9 @@ impl Snapshot {
                     t.bytes += g(&c.bytes);
                     t.errors += g(&c.errors);
                     t.lat_ns += g(&c.lat_ns);
+                    for (i, b) in c.lat_hist.iter().enumerate() {
+                        t.lat_hist[i] += g(b);
+                    }
                 }
             }
             s.last_io_ns = s.last_io_ns.max(g(&sh.last_io_ns));
@@ -137,6 +169,9 @@ impl Snapshot {
                 x.bytes = x.bytes.saturating_sub(y.bytes);
                 x.errors = x.errors.saturating_sub(y.errors);
                 x.lat_ns = x.lat_ns.saturating_sub(y.lat_ns);
+                for i in 0..TARGET_LAT_BUCKETS {
+                    x.lat_hist[i] = x.lat_hist[i].saturating_sub(y.lat_hist[i]);
+                }
             }
         }
         for i in 0..EVENTS {

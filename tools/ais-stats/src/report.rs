@@ -241,28 +241,29 @@ pub fn to_text(t: &Target, s: &Snapshot) -> String {
     }
     if s.level >= 3 {
         o.push_str("\nper target (level 3)\n");
+        o.push_str("  (latency percentiles per target are within a factor of two)\n");
         o.push_str(&format!(
-            "  {:<8} {:>9} {:>11} {:>7} {:>10}   {:>9} {:>11} {:>7} {:>10}\n",
-            "target", "reads", "bytes", "errors", "mean", "writes", "bytes", "errors", "mean"
+            "  {:<8} {:<5} {:>9} {:>11} {:>7} {:>10} {:>10} {:>10}\n",
+            "target", "", "ok", "bytes", "errors", "mean", "p50", "p99"
         ));
         for k in 0..TARGETS {
-            let [r, w] = &s.target[k];
-            if r.ops + r.errors + w.ops + w.errors == 0 {
-                continue;
+            for (d, dir) in DIR_NAMES.iter().enumerate() {
+                let t = &s.target[k][d];
+                if t.ops + t.errors == 0 {
+                    continue;
+                }
+                o.push_str(&format!(
+                    "  {:<8} {:<5} {:>9} {:>11} {:>7} {:>10} {:>10} {:>10}\n",
+                    target_label(k),
+                    dir,
+                    t.ops,
+                    bytes(t.bytes),
+                    t.errors,
+                    opt_ns(t.lat_ns.checked_div(t.ops)),
+                    opt_ns(t.percentile_ns(50.0)),
+                    opt_ns(t.percentile_ns(99.0)),
+                ));
             }
-            let mean = |ops: u64, ns: u64| opt_ns((ops > 0).then(|| ns / ops));
-            o.push_str(&format!(
-                "  {:<8} {:>9} {:>11} {:>7} {:>10}   {:>9} {:>11} {:>7} {:>10}\n",
-                target_label(k),
-                r.ops,
-                bytes(r.bytes),
-                r.errors,
-                mean(r.ops, r.lat_ns),
-                w.ops,
-                bytes(w.bytes),
-                w.errors,
-                mean(w.ops, w.lat_ns)
-            ));
         }
     }
     o
@@ -364,7 +365,25 @@ pub fn to_json(t: &Target, s: &Snapshot) -> Value {
             .map(|k| {
                 let dir = |d: usize| {
                     let t = &s.target[k][d];
-                    json!({"ops": t.ops, "bytes": t.bytes, "errors": t.errors, "latency_ns_sum": t.lat_ns})
+                    let hist: Vec<Value> = (0..layout::TARGET_LAT_BUCKETS)
+                        .filter(|&i| t.lat_hist[i] > 0)
+                        .map(|i| {
+                            let (lo, hi) = layout::target_lat_bucket_range(i);
+                            json!([lo, (hi != u64::MAX).then_some(hi), t.lat_hist[i]])
+                        })
+                        .collect();
+                    json!({
+                        "ops": t.ops,
+                        "bytes": t.bytes,
+                        "errors": t.errors,
+                        "latency_ns": {
+                            "sum": t.lat_ns,
+                            "mean": t.lat_ns.checked_div(t.ops),
+                            "p50": t.percentile_ns(50.0),
+                            "p99": t.percentile_ns(99.0),
+                        },
+                        "latency_histogram": hist,
+                    })
                 };
                 json!({"target": target_label(k), "read": dir(0), "write": dir(1)})
             })

@@ -147,6 +147,10 @@ fn workload_child() {
     for i in 0..PHASE2_READS {
         assert_eq!(read(fh, &mut buf, 4096, (i * 4096) as i64), 4096);
     }
+    if std::env::var_os("AIS_TEST_NO_CLOSE").is_some() {
+        // Exit with the driver open, as many programs do.
+        std::process::exit(0);
+    }
     ok(
         "BufDeregister",
         hipfile::hipFileBufDeregister(buf.as_ptr().cast()),
@@ -372,6 +376,36 @@ fn running_a_program_reports_at_its_exit_with_its_status() {
     assert_eq!(targets.len(), 1);
     assert_eq!(targets[0]["target"], "host");
     assert_eq!(n(&targets[0], "write.ops"), 2);
+    let hist = targets[0]["read"]["latency_histogram"].as_array().unwrap();
+    let calls: u64 = hist.iter().map(|b| b[2].as_u64().unwrap()).sum();
+    assert_eq!(calls, n(&targets[0], "read.ops"));
+}
+
+#[test]
+fn engine_figures_are_complete_when_a_program_exits_without_closing_the_driver() {
+    let child = child_command(1);
+    let mut args = vec![
+        "--json".to_string(),
+        child.get_program().to_string_lossy().into_owned(),
+    ];
+    args.extend(child.get_args().map(|a| a.to_string_lossy().into_owned()));
+    let out = Command::new(AIS)
+        .args(&args)
+        .envs(child.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .env("AIS_TEST_NOWAIT", "1")
+        .env("AIS_TEST_NO_CLOSE", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = &json_lines(&out)[0];
+    assert_eq!(n(r, "events.driver_close"), 0);
+    // Copied in at exit: the engine still ran, and its chunks are counted.
+    assert_eq!(n(r, "engine.engines"), 1);
+    assert!(n(r, "engine.chunks") >= 1, "{}", r["engine"]);
 }
 
 #[test]
