@@ -46,24 +46,7 @@ impl TargetTotals {
     /// The `pct` percentile of this target's latencies, as the middle of its
     /// power-of-two bucket (within a factor of two), or None without calls.
     pub fn percentile_ns(&self, pct: f64) -> Option<u64> {
-        let n: u64 = self.lat_hist.iter().sum();
-        if n == 0 {
-            return None;
-        }
-        let rank = ((pct / 100.0 * n as f64).ceil() as u64).clamp(1, n);
-        let mut seen = 0;
-        for (i, &c) in self.lat_hist.iter().enumerate() {
-            seen += c;
-            if seen >= rank {
-                let (lo, hi) = layout::target_lat_bucket_range(i);
-                return Some(if hi == u64::MAX {
-                    lo
-                } else {
-                    lo + (hi - lo) / 2
-                });
-            }
-        }
-        None
+        percentile_in(&self.lat_hist, pct, layout::target_lat_bucket_range)
     }
 }
 
@@ -234,6 +217,12 @@ impl ClassTotals {
 
 /// The `pct` percentile of a latency histogram (see [`ClassTotals::percentile_ns`]).
 pub fn percentile_ns(hist: &[u64; LAT_BUCKETS], pct: f64) -> Option<u64> {
+    percentile_in(hist, pct, layout::lat_bucket_range)
+}
+
+/// The middle of the bucket that holds rank `pct` % of `hist`, whose bucket
+/// `i` spans `range(i)`.
+fn percentile_in(hist: &[u64], pct: f64, range: fn(usize) -> (u64, u64)) -> Option<u64> {
     let n: u64 = hist.iter().sum();
     if n == 0 {
         return None;
@@ -243,7 +232,7 @@ pub fn percentile_ns(hist: &[u64; LAT_BUCKETS], pct: f64) -> Option<u64> {
     for (i, &c) in hist.iter().enumerate() {
         seen += c;
         if seen >= rank {
-            let (lo, hi) = layout::lat_bucket_range(i);
+            let (lo, hi) = range(i);
             return Some(if hi == u64::MAX {
                 lo
             } else {

@@ -346,21 +346,26 @@ fn a_report_after_exit_includes_everything_the_process_did() {
     assert!(r["calls"]["read"]["inline"].get("size_histogram").is_none());
 }
 
-#[test]
-fn running_a_program_reports_at_its_exit_with_its_status() {
-    let child = child_command(3);
+/// `ais-stats --json CHILD` with the child running through without waiting.
+fn ais_program(level: u32, env: &[(&str, &str)]) -> Output {
+    let child = child_command(level);
     let mut args = vec![
         "--json".to_string(),
         child.get_program().to_string_lossy().into_owned(),
     ];
     args.extend(child.get_args().map(|a| a.to_string_lossy().into_owned()));
-    let out = Command::new(AIS)
+    Command::new(AIS)
         .args(&args)
         .envs(child.get_envs().filter_map(|(k, v)| Some((k, v?))))
         .env("AIS_TEST_NOWAIT", "1")
-        .env("AIS_TEST_EXIT", "3")
+        .envs(env.iter().copied())
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn running_a_program_reports_at_its_exit_with_its_status() {
+    let out = ais_program(3, &[("AIS_TEST_EXIT", "3")]);
     assert_eq!(
         out.status.code(),
         Some(3),
@@ -383,19 +388,7 @@ fn running_a_program_reports_at_its_exit_with_its_status() {
 
 #[test]
 fn engine_figures_are_complete_when_a_program_exits_without_closing_the_driver() {
-    let child = child_command(1);
-    let mut args = vec![
-        "--json".to_string(),
-        child.get_program().to_string_lossy().into_owned(),
-    ];
-    args.extend(child.get_args().map(|a| a.to_string_lossy().into_owned()));
-    let out = Command::new(AIS)
-        .args(&args)
-        .envs(child.get_envs().filter_map(|(k, v)| Some((k, v?))))
-        .env("AIS_TEST_NOWAIT", "1")
-        .env("AIS_TEST_NO_CLOSE", "1")
-        .output()
-        .unwrap();
+    let out = ais_program(1, &[("AIS_TEST_NO_CLOSE", "1")]);
     assert!(
         out.status.success(),
         "{}",
