@@ -15,6 +15,10 @@ cp target/release/libhipfile.so "$dest/"
 for e in pagecache_dma hot_probe copy_shape; do
   [ -x "target/release/examples/$e" ] && cp "target/release/examples/$e" "$dest/"
 done
+# The operator tools.
+for t in ais-stats hipfile-check; do
+  [ -x "target/release/$t" ] && cp "target/release/$t" "$dest/"
+done
 # Test binaries: the engine's unit tests (incl. the real-CUDA test), its I/O tests, and the
 # fault-injection tests that scripts/gpu-run.sh faults runs against the real GPU.
 msgs=$(cargo test --release -p hipfile-engine -p hipfile-ffi --no-run --message-format=json 2>/dev/null)

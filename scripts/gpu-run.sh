@@ -16,6 +16,8 @@
 #                  unregistered buffers (hipfile-bench jobs, the Python package)
 #   compare-peers  the loader shapes against KvikIO in the same run (its wheels
 #                  carried in .whl/)
+#   stats          what statistics cost (HIPFILE_STATS_LEVEL 1 against 0, in
+#                  alternating order) and what ais-stats and hipfile-check show
 #
 # BUILDS="a b" runs every perf row once per build, interleaved, with the build
 # in .carry/a, .carry/b (a before/after comparison on one instance); by
@@ -100,7 +102,8 @@ bench() {
     hot) cat "$F" > /dev/null ;;
   esac
   echo "--- [$build] $name: hipfile-bench $*" >> "$OUT/bench.txt"
-  local json="$WORK/json/$name-${build//\//_}.json"
+  local json="$WORK/json/$name.json"
+  [ "$build" = . ] || json="$WORK/json/$name-$build.json"
   # Bounded: a hang costs 90 s of the lease, not all of it.
   LD_LIBRARY_PATH="$C/$build" timeout 90 "$B" "$@" --output-format=json > "$json" 2>>"$OUT/bench.txt" \
     || echo "$name: exit $?" >> "$OUT/bench.txt"
@@ -193,6 +196,58 @@ if has compare-peers; then
   else
     echo "python/bench/loader_shapes.py not present" | tee -a "$OUT/summary.md"
   fi
+fi
+
+if has stats; then
+  log "statistics: level 1 against level 0, alternating, 4 rounds"
+  make_file
+  table_head
+  f="--filename=$F --size=4G" hot="--mem=device --invalidate=0 --time_based --runtime=3"
+  small="--filename=$F --size=1G --bs=4k --rw=randread --ioengine=hipfile-sync --numjobs=4 --group_reporting --invalidate=0 --time_based --runtime=3"
+  shapes() { # level round
+    # shellcheck disable=SC2086
+    {
+      HIPFILE_STATS_LEVEL=$1 bench . "stats$1-sync-hot-1g-$2" hot $f --bs=1G --rw=read --ioengine=hipfile-sync $hot
+      HIPFILE_STATS_LEVEL=$1 bench . "stats$1-batch-hot-1m-$2" hot $f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $hot
+      HIPFILE_STATS_LEVEL=$1 bench . "stats$1-rand4k-host-4jobs-$2" hot $small --mem=host
+      HIPFILE_STATS_LEVEL=$1 bench . "stats$1-rand4k-device-4jobs-$2" hot $small --mem=device
+    }
+  }
+  for r in 1 2 3 4; do
+    if [ $((r % 2)) = 1 ]; then shapes 0 "$r"; shapes 1 "$r"; else shapes 1 "$r"; shapes 0 "$r"; fi
+  done
+  python3 - "$WORK/json" <<'PY' | tee -a "$OUT/summary.md"
+import json, os, sys, statistics
+d = sys.argv[1]
+def bw(name):
+    try:
+        return json.load(open(os.path.join(d, name + ".json")))["jobs"][0]["read"]["bw_bytes"]
+    except Exception:
+        return None
+print("| shape | level 0 GB/s | level 1 GB/s | level 1 / level 0 (means) |")
+print("|---|---|---|---|")
+for shape in ("sync-hot-1g", "batch-hot-1m", "rand4k-host-4jobs", "rand4k-device-4jobs"):
+    r = {lv: [x for x in (bw(f"stats{lv}-{shape}-{k}") for k in (1, 2, 3, 4)) if x] for lv in (0, 1)}
+    if not r[0] or not r[1]:
+        print(f"| {shape} | missing runs | | |"); continue
+    fmt = lambda v: ", ".join(f"{x/1e9:.2f}" for x in v)
+    print(f"| {shape} | {fmt(r[0])} | {fmt(r[1])} | {statistics.mean(r[1])/statistics.mean(r[0]):.4f} |")
+PY
+  live() { # name, bench args...: ais-stats -w 1 beside a running hipfile-bench
+    local name=$1; shift
+    "$C/hipfile-bench" "$@" > "$OUT/$name-bench.txt" 2>&1 &
+    local bp=$!
+    timeout 60 "$C/ais-stats" -p "$bp" -w 1 -n 6 > "$OUT/$name.txt" 2>&1
+    echo "$name: ais-stats exit $?" >> "$OUT/summary.md"
+    wait "$bp"
+  }
+  # shellcheck disable=SC2086
+  {
+    live ais-stats-live-sync-hot $f --bs=1G --rw=read --ioengine=hipfile-sync --mem=device --invalidate=0 --time_based --runtime=8
+    drop; live ais-stats-live-batch-cold $f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch --mem=device --invalidate=1 --time_based --runtime=8
+    HIPFILE_STATS_LEVEL=3 timeout 60 "$C/ais-stats" "$C/hipfile-bench" $f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $hot > "$OUT/ais-stats-report-level3.txt" 2>&1
+  }
+  timeout 60 "$C/hipfile-check" > "$OUT/hipfile-check.txt" 2>&1
 fi
 
 tar -C "$WORK" -czf "$OUT/bench-json.tar.gz" json 2>/dev/null

@@ -290,7 +290,7 @@ fn env_choice<T: Copy>(
 impl Config {
     /// Settings from the process environment (see [`Config::from_env_with`]).
     pub fn from_env() -> Config {
-        Config::from_env_with(&ProcessEnv)
+        crate::config_file::with_process_env(Config::from_env_with)
     }
 
     /// Settings from `env`, over the measured defaults. Out-of-range values are

@@ -32,6 +32,7 @@ pub mod api;
 pub mod batch;
 pub mod bounce;
 pub mod config;
+pub mod config_file;
 pub mod error;
 pub mod file;
 pub mod fork;

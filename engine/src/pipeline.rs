@@ -98,7 +98,7 @@ impl Waiter {
         }
     }
 
-    fn set(&self, r: Result<usize>) {
+    pub(crate) fn set(&self, r: Result<usize>) {
         *self.result.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
         self.cv.notify_all();
     }
@@ -456,6 +456,7 @@ impl Engine {
             cfg.slots_per_worker,
             gpu.name()
         );
+        crate::stats::server::watch(&stats, &cfg);
         Ok(Engine {
             inner: Arc::new(Inner {
                 cfg,
@@ -531,6 +532,7 @@ impl Engine {
     pub unsafe fn submit(&self, req: IoRequest, done: Completion) {
         // Batch and stream callers keep many requests in flight themselves:
         // whole chunks only, so a 1 MiB entry is one piece of work, not eight.
+        let done = crate::stats::record::track_submit(&req, done);
         self.submit_split(req, done, false)
     }
 
@@ -664,7 +666,17 @@ impl Engine {
     ///
     /// # Safety
     /// As for [`Engine::submit`], until this call returns.
-    pub unsafe fn transfer(&self, mut req: IoRequest) -> Result<usize> {
+    pub unsafe fn transfer(&self, req: IoRequest) -> Result<usize> {
+        let call = crate::stats::Call::sync(&req);
+        // SAFETY: the caller's promise is passed on.
+        let r = unsafe { self.transfer_uncounted(req) };
+        crate::stats::record::finish(call, &r);
+        r
+    }
+
+    /// # Safety
+    /// As for [`Engine::transfer`].
+    unsafe fn transfer_uncounted(&self, mut req: IoRequest) -> Result<usize> {
         let fsync_fd = (req.dir == Direction::Write && self.inner.cfg.write_sync)
             .then_some(req.file.buffered_fd);
         req.durable = fsync_fd.is_some();
@@ -674,6 +686,7 @@ impl Engine {
         let host = matches!(req.mem, Memory::Host(_));
         let host_read = auto && host && req.dir == Direction::Read && req.size <= max;
         let n = if host_read || (small && host) {
+            crate::stats::served_inline();
             self.check_access(&req)?;
             let _busy = crate::file::InflightGuard::new(&req.file);
             let n = inline_host_io(&req)?;
@@ -684,6 +697,7 @@ impl Engine {
             && (self.inner.stream_ops.load(Ordering::Acquire) == 0
                 || crate::inline::ready_for(&self.inner.gpu, &req.mem))
         {
+            crate::stats::served_inline();
             self.check_access(&req)?;
             let _busy = crate::file::InflightGuard::new(&req.file);
             let n = crate::inline::device_io(&self.inner.gpu, &req)?;

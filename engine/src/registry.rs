@@ -93,7 +93,10 @@ pub fn driver() -> &'static Driver {
             log_info!("fresh driver state after fork(): the parent's handles, buffers, streams and engine do not carry over");
         }
         Driver {
-            state: RwLock::new(State::default()),
+            state: RwLock::new(State {
+                params: crate::config_file::seeded_params(),
+                ..State::default()
+            }),
             gpu: OnceLock::new(),
             env: OnceLock::new(),
             gpu_override: RwLock::new(None),
@@ -206,7 +209,7 @@ impl Driver {
             st.files.clear();
             st.fd_to_handle.clear();
             st.streams.clear();
-            st.params = Params::default();
+            st.params = crate::config_file::seeded_params();
             st.params_locked = false;
             let batches: Vec<Arc<Batch>> = st.batches.drain().map(|(_, b)| b).collect();
             (st.engine.take(), batches)

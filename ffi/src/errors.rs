@@ -120,6 +120,12 @@ impl Unavailable for () {
 /// into `T::unavailable()` with a log line, so that no panic unwinds into C.
 /// (A forked child is served by a fresh driver: see `hipfile_engine::fork`.)
 pub(crate) fn boundary<T: Unavailable>(name: &str, f: impl FnOnce() -> T) -> T {
+    // The C library's logger, unless the host process set one (a Rust
+    // program that links the library routes our lines through its own).
+    static LOGGER: std::sync::Once = std::sync::Once::new();
+    LOGGER.call_once(|| {
+        hipfile_engine::log::install_default();
+    });
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(v) => v,
         Err(payload) => {

@@ -17,6 +17,7 @@ use hipfile_engine::error::{Error, OpError};
 use hipfile_engine::gpu::MemKind;
 use hipfile_engine::pipeline::{Direction, IoRequest};
 use hipfile_engine::registry::{driver, BufferUse, ResolvedBuffer};
+use hipfile_engine::stats::{self, Event};
 use hipfile_engine::{log_warn, MAX_RW_COUNT};
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::Arc;
@@ -31,6 +32,12 @@ const BATCH_MODE: i32 = 1;
 
 fn inval() -> Error {
     Error::Op(OpError::InvalidValue)
+}
+
+/// Count `r` in the process statistics as `ok` or `err`, and pass it on.
+fn counted<T>(r: Result<T, Error>, ok: Event, err: Event) -> Result<T, Error> {
+    stats::event(if r.is_ok() { ok } else { err });
+    r
 }
 
 // ---------------------------------------------------------------------------
@@ -112,7 +119,11 @@ pub unsafe extern "C" fn hipFileHandleRegister(
         }
         // SAFETY: as above; for OpaqueFD the union holds an int.
         let fd = unsafe { (*descr).handle.fd };
-        let h = register_descriptor(fd)?;
+        let h = counted(
+            register_descriptor(fd),
+            Event::HandleRegister,
+            Event::HandleRegisterError,
+        )?;
         // SAFETY: fh is non-NULL and points to caller storage for a handle.
         unsafe { *fh = h as *mut c_void };
         Ok(())
@@ -124,6 +135,7 @@ pub extern "C" fn hipFileHandleDeregister(fh: *mut c_void) {
     boundary("hipFileHandleDeregister", || {
         if !fh.is_null() {
             driver().deregister_handle(fh as usize);
+            stats::event(Event::HandleDeregister);
         }
     })
 }
@@ -145,7 +157,10 @@ pub extern "C" fn hipFileBufRegister(
                  deregister it before registering it again (hipFileMemoryAlreadyRegistered, 5023)"
             );
         }
-        r
+        if r.is_ok() {
+            stats::event_add(Event::BufRegisterBytes, length as u64);
+        }
+        counted(r, Event::BufRegister, Event::BufRegisterError)
     })
 }
 
@@ -166,7 +181,7 @@ pub extern "C" fn hipFileBufDeregister(buffer_base: *const c_void) -> HipFileErr
                  buffer (hipFileMemoryNotRegistered, 5024)"
             );
         }
-        r
+        counted(r, Event::BufDeregister, Event::BufDeregisterError)
     })
 }
 
@@ -237,7 +252,13 @@ fn sync_io(
             // Upstream (and cuFile, as observed): −1 with EINVAL while closed.
             return Err(Error::Os(libc::EINVAL));
         };
-        let (req, buf) = prepare(fh, buffer_base, size, file_offset, buffer_offset, dir)?;
+        let (req, buf) = prepare(fh, buffer_base, size, file_offset, buffer_offset, dir)
+            .inspect_err(|_| {
+                stats::event(match dir {
+                    Direction::Read => Event::ReadRejected,
+                    Direction::Write => Event::WriteRejected,
+                })
+            })?;
         if req.size == 0 {
             return Ok(0);
         }
@@ -298,12 +319,24 @@ pub extern "C" fn hipFileWrite(
 
 #[no_mangle]
 pub extern "C" fn hipFileDriverOpen() -> HipFileError {
-    guard("hipFileDriverOpen", || driver().open())
+    guard("hipFileDriverOpen", || {
+        let r = driver().open();
+        if r.is_ok() {
+            stats::event(Event::DriverOpen);
+        }
+        r
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn hipFileDriverClose() -> HipFileError {
-    guard("hipFileDriverClose", || driver().close())
+    guard("hipFileDriverClose", || {
+        let r = driver().close();
+        if r.is_ok() {
+            stats::event(Event::DriverClose);
+        }
+        r
+    })
 }
 
 #[no_mangle]
@@ -357,6 +390,7 @@ pub unsafe extern "C" fn hipFileBatchIOSetUp(
         let b = Batch::new(max_nr as usize);
         let h = hipfile_engine::registry::new_handle();
         d.write().batches.insert(h, b);
+        stats::event(Event::BatchSetup);
         // SAFETY: batch_idp is non-NULL caller storage for a handle.
         unsafe { *batch_idp = h as *mut c_void };
         Ok(())
@@ -418,9 +452,15 @@ pub unsafe extern "C" fn hipFileBatchIOSubmit(
                 hold: Some(Box::new(BufferUse::new(buf.reg))),
             });
         }
-        // SAFETY: each entry's buffer stays valid until its event is reaped
-        // (the C contract); `hold` keeps a registration busy until then.
-        unsafe { b.submit(&engine, entries) }
+        counted(
+            stats::with_api(stats::Api::Batch, || {
+                // SAFETY: each entry's buffer stays valid until its event is reaped
+                // (the C contract); `hold` keeps a registration busy until then.
+                unsafe { b.submit(&engine, entries) }
+            }),
+            Event::BatchSubmit,
+            Event::BatchSubmitError,
+        )
     })
 }
 
@@ -484,6 +524,7 @@ pub unsafe extern "C" fn hipFileBatchIOGetStatus(
 pub extern "C" fn hipFileBatchIOCancel(batch_idp: *mut c_void) -> HipFileError {
     guard("hipFileBatchIOCancel", || {
         batch_of("hipFileBatchIOCancel", batch_idp)?.cancel();
+        stats::event(Event::BatchCancel);
         Ok(())
     })
 }
@@ -498,6 +539,7 @@ pub extern "C" fn hipFileBatchIODestroy(batch_idp: *mut c_void) {
         if let Some(b) = b {
             // Wait for running entries: their buffers are in use by the kernel.
             b.cancel();
+            stats::event(Event::BatchDestroy);
         }
     })
 }

@@ -201,6 +201,10 @@ pub extern "C" fn hipFileSetParameterSizeT(param: c_int, value: usize) -> HipFil
         if i == param::PROPERTIES_IO_BATCHSIZE && (value == 0 || value > 1024) {
             return Err(inval());
         }
+        if i == param::PROFILE_STATS {
+            // Takes effect now, over HIPFILE_STATS_LEVEL and the file.
+            hipfile_engine::stats::set_level(value.min(3) as u32);
+        }
         driver().write().params.size_t[i] = value as u64;
         Ok(())
     })
@@ -236,11 +240,16 @@ pub unsafe extern "C" fn hipFileSetParameterString(
         let s = unsafe { CStr::from_ptr(desc_str) }
             .to_str()
             .map_err(|_| inval())?;
-        if i == param::S_LOGGING_LEVEL {
-            match hipfile_engine::log::parse_level(s) {
+        match i {
+            param::S_LOGGING_LEVEL => match hipfile_engine::log::parse_level(s) {
                 Some(l) => hipfile_engine::log::set_max_level(l),
                 None => return Err(inval()),
-            }
+            },
+            // The default logger writes there from now on (an empty string
+            // goes back to the environment's or the file's choice).
+            param::S_ENV_LOGFILE_PATH => hipfile_engine::log::set_file(Some(s)),
+            param::S_LOG_DIR => hipfile_engine::log::set_dir(Some(s)),
+            _ => {}
         }
         driver().write().params.strings[i] = s.to_string();
         Ok(())
