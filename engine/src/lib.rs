@@ -37,6 +37,7 @@ mod queue;
 pub mod registry;
 pub mod ring;
 pub mod stats;
+pub mod storage;
 pub mod worker;
 
 pub use config::Config;
