@@ -16,6 +16,8 @@
 #                  unregistered buffers (hipfile-bench jobs, the Python package)
 #   compare-peers  the loader shapes against KvikIO in the same run (its wheels
 #                  carried in .whl/)
+#   fallback       the POSIX storage backend (what serves where io_uring is
+#                  refused) beside io_uring and the copy limit, ROUNDS rounds
 #
 # BUILDS="a b" runs every perf row once per build, interleaved, with the build
 # in .carry/a, .carry/b (a before/after comparison on one instance); by
@@ -193,6 +195,34 @@ if has compare-peers; then
   else
     echo "python/bench/loader_shapes.py not present" | tee -a "$OUT/summary.md"
   fi
+fi
+
+# The fallback suite as data: name | prep | HIPFILE_IO_BACKEND | arguments.
+fallback_rows() {
+  local f="--filename=$F --size=4G" dev="--mem=device" t3="--time_based --runtime=3" hot="--invalidate=0"
+  local t4="--time_based --runtime=4"
+  cat <<EOF
+copy-h2d|-|auto|$f --rw=read --ioengine=copy --bs=4M --iodepth=4 $dev --time_based --runtime=2
+posix-sync-hot-1g|hot|posix|$f --bs=1G --rw=read --ioengine=hipfile-sync $dev $hot $t3
+uring-sync-hot-1g|hot|io_uring|$f --bs=1G --rw=read --ioengine=hipfile-sync $dev $hot $t3
+posix-batch-hot-1m|hot|posix|$f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $dev $hot $t3
+posix-sync-cold-1g|cold|posix|$f --bs=1G --rw=read --ioengine=hipfile-sync $dev --invalidate=1 $t4
+posix-batch-cold-1m|cold|posix|$f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $dev --invalidate=1 $t4
+EOF
+}
+
+if has fallback; then
+  log "fallback: the POSIX storage backend beside io_uring and the copy limit, $ROUNDS rounds"
+  make_file
+  table_head
+  for r in $(seq "$ROUNDS"); do
+    while IFS='|' read -r name prep backend args; do
+      for b in $BUILDS; do
+        # shellcheck disable=SC2086
+        HIPFILE_IO_BACKEND=$backend bench "$b" "$name-$r" "$prep" $args
+      done
+    done < <(fallback_rows)
+  done
 fi
 
 tar -C "$WORK" -czf "$OUT/bench-json.tar.gz" json 2>/dev/null
