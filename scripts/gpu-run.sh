@@ -197,17 +197,22 @@ if has compare-peers; then
   fi
 fi
 
-# The fallback suite as data: name | prep | HIPFILE_IO_BACKEND | arguments.
+# The fallback suite as data: name | prep | environment | arguments. With
+# the POSIX backend each worker has one storage read in flight, so cold reads
+# run once more with every worker taking them (HIPFILE_COLD_IO_THREADS=0).
 fallback_rows() {
   local f="--filename=$F --size=4G" dev="--mem=device" t3="--time_based --runtime=3" hot="--invalidate=0"
-  local t4="--time_based --runtime=4"
+  local t4="--time_based --runtime=4" px="HIPFILE_IO_BACKEND=posix" ur="HIPFILE_IO_BACKEND=io_uring"
   cat <<EOF
-copy-h2d|-|auto|$f --rw=read --ioengine=copy --bs=4M --iodepth=4 $dev --time_based --runtime=2
-posix-sync-hot-1g|hot|posix|$f --bs=1G --rw=read --ioengine=hipfile-sync $dev $hot $t3
-uring-sync-hot-1g|hot|io_uring|$f --bs=1G --rw=read --ioengine=hipfile-sync $dev $hot $t3
-posix-batch-hot-1m|hot|posix|$f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $dev $hot $t3
-posix-sync-cold-1g|cold|posix|$f --bs=1G --rw=read --ioengine=hipfile-sync $dev --invalidate=1 $t4
-posix-batch-cold-1m|cold|posix|$f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $dev --invalidate=1 $t4
+copy-h2d|-|-|$f --rw=read --ioengine=copy --bs=4M --iodepth=4 $dev --time_based --runtime=2
+posix-sync-hot-1g|hot|$px|$f --bs=1G --rw=read --ioengine=hipfile-sync $dev $hot $t3
+uring-sync-hot-1g|hot|$ur|$f --bs=1G --rw=read --ioengine=hipfile-sync $dev $hot $t3
+posix-batch-hot-1m|hot|$px|$f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $dev $hot $t3
+uring-batch-hot-1m|hot|$ur|$f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $dev $hot $t3
+posix-sync-cold-1g|cold|$px|$f --bs=1G --rw=read --ioengine=hipfile-sync $dev --invalidate=1 $t4
+posix-batch-cold-1m|cold|$px|$f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $dev --invalidate=1 $t4
+posix-batch-cold-1m-all|cold|$px HIPFILE_COLD_IO_THREADS=0|$f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $dev --invalidate=1 $t4
+uring-batch-cold-1m|cold|$ur|$f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $dev --invalidate=1 $t4
 EOF
 }
 
@@ -216,10 +221,10 @@ if has fallback; then
   make_file
   table_head
   for r in $(seq "$ROUNDS"); do
-    while IFS='|' read -r name prep backend args; do
+    while IFS='|' read -r name prep envs args; do
       for b in $BUILDS; do
         # shellcheck disable=SC2086
-        HIPFILE_IO_BACKEND=$backend bench "$b" "$name-$r" "$prep" $args
+        (if [ "$envs" != - ]; then export $envs; fi; bench "$b" "$name-$r" "$prep" $args)
       done
     done < <(fallback_rows)
   done
