@@ -28,8 +28,12 @@
 //!   there are workers taking storage-bound chunks (`cold_io_threads`), not
 //!   the ring's depth. One helper thread per worker would not change that.
 //!
-//! On the 2-core VM (host memory, 1 GiB file) this backend matched fio's
-//! `psync` and `pvsync2` engines cold and hot (bench/RESULTS.md).
+//! Measured on the 2-core VM with `scripts/bench-posix-vs-fio.sh` (host
+//! memory, one 1 GiB file, 5 interleaved rounds, medians of the rounds'
+//! ratios): cold O_DIRECT 4 MiB sync reads at 0.93 × fio `psync` and 1.05 ×
+//! `pvsync2`, a cold batch of 1 MiB reads at depth 16 at 1.01 × and 0.97 ×,
+//! and 0.95–1.02 × the io_uring backend on the same paths; hot reads at 1.7
+//! to 3.6 × fio, whose own page-cache reads are slow on that VM.
 
 use crate::ring::{Cqe, FaultPlan, Op};
 use std::io;
