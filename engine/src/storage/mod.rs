@@ -223,10 +223,10 @@ pub fn explain(u: &Unusable, facts: &HostFacts) -> String {
         }
         Unusable::Refused { call, errno } => (*call, *errno),
     };
-    let seccomp = "the seccomp profile of this container forbids io_uring (Docker's default \
-                   since 25.0 / Docker Desktop 4.42, containerd 2.0 and Kubernetes \
-                   RuntimeDefault do); run with a seccomp profile that allows io_uring_setup, \
-                   io_uring_enter and io_uring_register";
+    let seccomp = "the seccomp profile this process runs under forbids io_uring (as Docker's \
+                   default does since 25.0 / Docker Desktop 4.42, and containerd 2.0's and \
+                   Kubernetes' RuntimeDefault); run the container with a seccomp profile that \
+                   allows io_uring_setup, io_uring_enter and io_uring_register";
     let mut causes: Vec<String> = Vec::new();
     match errno {
         libc::EPERM | libc::EACCES => {
@@ -270,9 +270,9 @@ pub fn explain(u: &Unusable, facts: &HostFacts) -> String {
                     .push("this sandbox is gVisor (runsc), whose kernel offers no io_uring".into());
             } else if facts.seccomp_filter {
                 causes.push(
-                    "the seccomp profile of this container answers ENOSYS for io_uring; run \
-                     with a profile that allows io_uring_setup, io_uring_enter and \
-                     io_uring_register"
+                    "the seccomp profile this process runs under answers ENOSYS for \
+                     io_uring; run the container with a profile that allows io_uring_setup, \
+                     io_uring_enter and io_uring_register"
                         .into(),
                 );
             } else {
