@@ -18,6 +18,8 @@
 #                  carried in .whl/)
 #   stats          what statistics cost (HIPFILE_STATS_LEVEL 1 against 0, in
 #                  alternating order) and what ais-stats and hipfile-check show
+#   fallback       the POSIX storage backend (what serves where io_uring is
+#                  refused) beside io_uring and the copy limit, ROUNDS rounds
 #
 # BUILDS="a b" runs every perf row once per build, interleaved, with the build
 # in .carry/a, .carry/b (a before/after comparison on one instance); by
@@ -248,6 +250,39 @@ PY
     HIPFILE_STATS_LEVEL=3 timeout 60 "$C/ais-stats" "$C/hipfile-bench" $f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $hot > "$OUT/ais-stats-report-level3.txt" 2>&1
   }
   timeout 60 "$C/hipfile-check" > "$OUT/hipfile-check.txt" 2>&1
+fi
+
+# The fallback suite as data: name | prep | environment | arguments. With
+# the POSIX backend each worker has one storage read in flight, so cold reads
+# run once more with every worker taking them (HIPFILE_COLD_IO_THREADS=0).
+fallback_rows() {
+  local f="--filename=$F --size=4G" dev="--mem=device" t3="--time_based --runtime=3" hot="--invalidate=0"
+  local t4="--time_based --runtime=4" px="HIPFILE_IO_BACKEND=posix" ur="HIPFILE_IO_BACKEND=io_uring"
+  cat <<EOF
+copy-h2d|-|-|$f --rw=read --ioengine=copy --bs=4M --iodepth=4 $dev --time_based --runtime=2
+posix-sync-hot-1g|hot|$px|$f --bs=1G --rw=read --ioengine=hipfile-sync $dev $hot $t3
+uring-sync-hot-1g|hot|$ur|$f --bs=1G --rw=read --ioengine=hipfile-sync $dev $hot $t3
+posix-batch-hot-1m|hot|$px|$f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $dev $hot $t3
+uring-batch-hot-1m|hot|$ur|$f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $dev $hot $t3
+posix-sync-cold-1g|cold|$px|$f --bs=1G --rw=read --ioengine=hipfile-sync $dev --invalidate=1 $t4
+posix-batch-cold-1m|cold|$px|$f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $dev --invalidate=1 $t4
+posix-batch-cold-1m-all|cold|$px HIPFILE_COLD_IO_THREADS=0|$f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $dev --invalidate=1 $t4
+uring-batch-cold-1m|cold|$ur|$f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $dev --invalidate=1 $t4
+EOF
+}
+
+if has fallback; then
+  log "fallback: the POSIX storage backend beside io_uring and the copy limit, $ROUNDS rounds"
+  make_file
+  table_head
+  for r in $(seq "$ROUNDS"); do
+    while IFS='|' read -r name prep envs args; do
+      for b in $BUILDS; do
+        # shellcheck disable=SC2086
+        (if [ "$envs" != - ]; then export $envs; fi; bench "$b" "$name-$r" "$prep" $args)
+      done
+    done < <(fallback_rows)
+  done
 fi
 
 tar -C "$WORK" -czf "$OUT/bench-json.tar.gz" json 2>/dev/null

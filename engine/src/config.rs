@@ -8,6 +8,7 @@
 
 use crate::gpu::RuntimeChoice;
 use crate::log_warn;
+use crate::storage::BackendSetting;
 
 /// How reads reach storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,6 +86,9 @@ pub struct Config {
     pub poll_copies: bool,
     /// io_uring submission-queue entries per worker ring.
     pub ring_entries: u32,
+    /// `HIPFILE_IO_BACKEND` = auto | io_uring | posix: the workers' storage
+    /// backend (see [`crate::storage`]).
+    pub io_backend: BackendSetting,
     /// `HIPFILE_READ_MODE` = auto | direct | buffered.
     pub read_mode: ReadMode,
     /// `HIPFILE_GPU_RUNTIME` = auto | cuda | hip | none.
@@ -193,6 +197,7 @@ impl Default for Config {
             batch_copies: true,
             poll_copies: false,
             ring_entries: 128,
+            io_backend: BackendSetting::Auto,
             read_mode: ReadMode::Auto,
             gpu_runtime: RuntimeChoice::Auto,
             register_buffers: true,
@@ -337,6 +342,16 @@ impl Config {
                 ("buffered", ReadMode::Buffered),
             ],
             c.read_mode,
+        );
+        c.io_backend = env_choice(
+            env,
+            "HIPFILE_IO_BACKEND",
+            &[
+                ("auto", BackendSetting::Auto),
+                ("io_uring", BackendSetting::IoUring),
+                ("posix", BackendSetting::Posix),
+            ],
+            c.io_backend,
         );
         c.gpu_runtime = env_choice(
             env,
@@ -599,6 +614,20 @@ mod tests {
         assert_eq!(c.slots_per_worker, d.slots_per_worker);
         assert_eq!(c.read_mode, ReadMode::Direct);
         assert_eq!(c.gpu_runtime, RuntimeChoice::Auto);
+    }
+
+    #[test]
+    fn the_io_backend_comes_from_hipfile_io_backend() {
+        assert_eq!(Config::default().io_backend, BackendSetting::Auto);
+        for (v, want) in [
+            ("posix", BackendSetting::Posix),
+            ("IO_URING", BackendSetting::IoUring),
+            ("auto", BackendSetting::Auto),
+            ("aio", BackendSetting::Auto),
+        ] {
+            let env: &[(&str, &str)] = &[("HIPFILE_IO_BACKEND", v)];
+            assert_eq!(Config::from_env_with(env).io_backend, want, "{v}");
+        }
     }
 
     #[test]

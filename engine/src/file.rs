@@ -101,11 +101,17 @@ struct DeviceFacts {
     segments: HashMap<(u32, u32), Option<u32>>,
 }
 
-static DEVICE_FACTS: Mutex<Option<DeviceFacts>> = Mutex::new(None);
+/// Per process: a thread of the parent may hold the lock at the instant of a
+/// fork(), so a child starts with its own (the mount table may differ too).
+static DEVICE_FACTS: crate::fork::PerProcess<Mutex<Option<DeviceFacts>>> =
+    crate::fork::PerProcess::new();
 
 impl DeviceFacts {
     fn with<T>(f: impl FnOnce(&mut DeviceFacts) -> T) -> T {
-        let mut g = DEVICE_FACTS.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = DEVICE_FACTS
+            .get_or_init(|| Mutex::new(None))
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         let facts = g.get_or_insert_with(|| DeviceFacts {
             // SAFETY: a NUL-terminated path; open has no other preconditions.
             mountinfo_fd: unsafe {
@@ -711,8 +717,12 @@ mod tests {
             .unwrap_or_else(|_| std::env::temp_dir())
     }
 
-    fn open_fds() -> usize {
-        std::fs::read_dir("/proc/self/fd").unwrap().count()
+    /// The (device, inode) `fd` names now, if it is open.
+    fn names(fd: RawFd) -> Option<(u64, u64)> {
+        // SAFETY: fstat writes only into `st`, an owned struct.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `st` is valid for writes; a closed fd gives EBADF.
+        (unsafe { libc::fstat(fd, &mut st) } == 0).then_some((st.st_dev, st.st_ino))
     }
 
     #[test]
@@ -720,17 +730,27 @@ mod tests {
         let path = test_dir().join(format!("hipfile-lazy-{}", std::process::id()));
         std::fs::write(&path, vec![7u8; 8192]).unwrap();
         let f = std::fs::File::open(&path).unwrap();
-        let before = open_fds();
         let reg = File::probe(f.as_raw_fd()).unwrap();
-        assert_eq!(open_fds(), before, "probe opened a descriptor");
-        if let Some((dfd, _)) = reg.direct() {
-            assert_ne!(dfd, f.as_raw_fd());
-            assert_eq!(open_fds(), before + 1);
-            // The second call reuses it.
-            assert_eq!(reg.direct().unwrap().0, dfd);
-        }
+        assert!(reg.direct_fd.get().is_none(), "probe opened a descriptor");
+        let Some((dfd, _)) = reg.direct() else {
+            std::fs::remove_file(&path).unwrap();
+            return; // this filesystem refuses O_DIRECT: nothing is opened at all
+        };
+        assert_ne!(dfd, f.as_raw_fd());
+        assert_eq!(
+            names(dfd),
+            Some(reg.dev_ino),
+            "the O_DIRECT descriptor names the file"
+        );
+        // The second call reuses it.
+        assert_eq!(reg.direct().unwrap().0, dfd);
         drop(reg);
-        assert_eq!(open_fds(), before, "the O_DIRECT descriptor was not closed");
+        // Closed: the number is free, or another test's file took it since.
+        assert_ne!(
+            names(dfd),
+            names(f.as_raw_fd()),
+            "the O_DIRECT descriptor was not closed"
+        );
         std::fs::remove_file(&path).unwrap();
     }
 

@@ -11,7 +11,9 @@
 //! - An [`Engine`] owns one worker thread per configured I/O thread. Each worker
 //!   owns one io_uring, a slab of bounce buffers (registered with that ring and
 //!   pinned with the GPU runtime) and, lazily, one GPU stream per device. Only
-//!   the worker touches its ring (`ring.rs`).
+//!   the worker touches its ring (`ring.rs`). Where io_uring is refused, the
+//!   ring is the POSIX backend instead, with the same interface and results
+//!   (`storage`).
 //! - A request is split into chunks aligned to the file's DIO alignment, which
 //!   go in order into one queue (`queue.rs`); a worker takes the front chunk
 //!   when it can start it and holds no more than its fair share. Read chunks
@@ -44,6 +46,7 @@ mod queue;
 pub mod registry;
 pub mod ring;
 pub mod stats;
+pub mod storage;
 pub mod worker;
 
 pub use api::{DeviceSlice, FileHandle, HostBuffer, IoBuf, IoBufMut, IoFuture, OpenMode, ReadOp};

@@ -423,6 +423,7 @@ impl Engine {
         gpu: Arc<dyn Gpu>,
         faults: Option<worker::FaultFactory>,
     ) -> Result<Engine> {
+        crate::storage::announce(cfg.io_backend);
         let stats = Arc::new(Stats::default());
         let pool = Arc::new(worker::StreamPool::default());
         let cold: fn(&Chunk) -> bool = |c| c.cold;
@@ -499,6 +500,12 @@ impl Engine {
 
     pub fn config(&self) -> &Config {
         &self.inner.cfg
+    }
+
+    /// The storage backend the workers use: io_uring, or POSIX where
+    /// io_uring is refused or `HIPFILE_IO_BACKEND=posix` asks.
+    pub fn storage_backend(&self) -> crate::storage::Backend {
+        crate::storage::choice(self.inner.cfg.io_backend).backend
     }
 
     pub fn gpu(&self) -> &Arc<dyn Gpu> {

@@ -25,8 +25,9 @@ use crate::error::{Error, OpError, Result};
 use crate::gpu::{Event, Gpu, GpuError, HtodCopy, Stream};
 use crate::pipeline::{Chunk, Direction, Memory};
 use crate::queue::WorkQueue;
-use crate::ring::{Cqe, FaultPlan, Op, Ring};
+use crate::ring::{Cqe, FaultPlan, Op};
 use crate::stats::{Stage, Stats};
+use crate::storage::Ring;
 use crate::{log::Level, log_once};
 use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc;
@@ -304,7 +305,7 @@ impl Worker {
         queue: Arc<WorkQueue<Chunk>>,
         faults: Option<FaultFactory>,
     ) -> Result<Worker> {
-        let mut ring = Ring::new(cfg.ring_entries).map_err(|e| {
+        let mut ring = Ring::new(cfg.io_backend, cfg.ring_entries).map_err(|e| {
             crate::log_error!(
                 "io_uring setup failed: {e}; is io_uring disabled (kernel.io_uring_disabled)?"
             );
