@@ -18,7 +18,7 @@ use crate::stats::{Stats, StatsSnapshot};
 use crate::worker::{self, WorkerHandle};
 use crate::MAX_RW_COUNT;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Direction {
@@ -163,7 +163,7 @@ impl ReqState {
 /// including the first short chunk (EOF), or the first error met before that.
 /// A partial success is never reported as whole: an error in a chunk inside the
 /// transferred range fails the request.
-fn combine(chunks: &[(usize, Option<Result<usize>>)]) -> Result<usize> {
+pub(crate) fn combine(chunks: &[(usize, Option<Result<usize>>)]) -> Result<usize> {
     let mut total = 0usize;
     for (len, r) in chunks {
         match r {
@@ -236,6 +236,10 @@ struct Inner {
     pool: Arc<worker::StreamPool>,
     /// Stream ops submitted and not finished (see [`Engine::stream_op`]).
     stream_ops: AtomicUsize,
+    /// Fault plans for tests, also for the stream I/O threads.
+    faults: Option<worker::FaultFactory>,
+    /// Stream-ordered I/O, made on first use.
+    streams: OnceLock<crate::streamops::StreamOps>,
 }
 
 impl Drop for Inner {
@@ -325,6 +329,8 @@ impl Engine {
                 queue,
                 pool,
                 stream_ops: AtomicUsize::new(0),
+                faults,
+                streams: OnceLock::new(),
             }),
         })
     }
@@ -347,6 +353,14 @@ impl Engine {
         StreamOpTicket {
             inner: self.inner.clone(),
         }
+    }
+
+    /// The engine's stream-ordered I/O (`crate::streamops`).
+    pub fn stream_ops(&self) -> &crate::streamops::StreamOps {
+        let i = &self.inner;
+        i.streams.get_or_init(|| {
+            crate::streamops::StreamOps::new(&i.cfg, i.gpu.clone(), i.faults.clone())
+        })
     }
 
     pub fn config(&self) -> &Config {

@@ -209,12 +209,16 @@ impl CudaGpu {
                 "libcuda could not be bound (missing entry points)".into(),
             ));
         }
-        // Stream-ordered I/O parks user streams with cuStreamWaitValue32. CUDA
-        // maps streams onto CUDA_DEVICE_MAX_CONNECTIONS hardware queues (8 by
-        // default); a worker stream that shares a queue with a parked stream
-        // cannot run the copy that would release it. 32 (the maximum) keeps
-        // 12 worker streams and 20 user streams on queues of their own. It only
-        // takes effect if no context exists yet; an explicit setting wins.
+        // CUDA maps streams onto CUDA_DEVICE_MAX_CONNECTIONS hardware queues
+        // (8 by default), and work behind a stream parked in
+        // cuStreamWaitValue32 on a shared queue waits with it. Stream I/O
+        // does not depend on this for progress (a parked stream is released
+        // by host stores alone; see streamops), but every stage of a stream
+        // op parks its stream until its bytes are read, so with few queues
+        // concurrent stream ops and the workers' copies would wait behind
+        // each other's stages. 32 (the maximum) gives the 16 worker streams
+        // and up to 16 user streams queues of their own. It only takes effect
+        // if no context exists yet; an explicit setting wins.
         if std::env::var_os("CUDA_DEVICE_MAX_CONNECTIONS").is_none() {
             std::env::set_var("CUDA_DEVICE_MAX_CONNECTIONS", "32");
         }
