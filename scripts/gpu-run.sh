@@ -20,7 +20,7 @@ WORK=/tmp/hipfile-gpu; mkdir -p "$WORK"
 
 if [[ "$what" == *correctness* ]]; then
   log "build C GPU tests with nvcc"
-  for t in gpu_roundtrip gpu_async; do
+  for t in gpu_roundtrip gpu_async stream_interleave; do
     nvcc -O2 -I include -I tests/gpu "tests/gpu/$t.c" -o "$WORK/$t" -L "$C" -lhipfile -lcuda \
       -Xlinker -rpath="$PWD/$C" 2>&1 | tail -5
   done
@@ -33,6 +33,16 @@ if [[ "$what" == *correctness* ]]; then
   "$WORK/gpu_roundtrip" "$WORK" 2>&1 | tee "$OUT/gpu_roundtrip.txt" | grep -E '^\||passed|FAIL' | tee -a "$OUT/summary.md"
   log "gpu_async (streams, held stream, batch)"
   timeout 120 "$WORK/gpu_async" "$WORK" 2>&1 | tee "$OUT/gpu_async.txt" | grep -E '^\||passed|FAIL' | tee -a "$OUT/summary.md"
+  # Stream ops interleaved with the application's CUDA calls (ROUNDS per case
+  # and thread, default 1000), and with PyTorch's synchronize and allocator.
+  log "stream_interleave (${ROUNDS:-1000} rounds per case)"
+  timeout 560 "$WORK/stream_interleave" "$WORK" "${ROUNDS:-1000}" > "$OUT/stream_interleave.txt" 2>&1
+  echo "stream_interleave: exit $?" | tee -a "$OUT/summary.md"
+  grep -E '^\||passed|FAIL|HANG|wrong' "$OUT/stream_interleave.txt" | tee -a "$OUT/summary.md"
+  log "stream_torch (${ROUNDS:-1000} rounds per case)"
+  LIBHIPFILE="$C/libhipfile.so" timeout 560 python3 tests/gpu/stream_torch.py "$WORK" "${ROUNDS:-1000}" > "$OUT/stream_torch.txt" 2>&1
+  echo "stream_torch: exit $?" | tee -a "$OUT/summary.md"
+  grep -E '^\||PASS|FAIL|round|Thread|File' "$OUT/stream_torch.txt" | head -60 | tee -a "$OUT/summary.md"
 fi
 
 if [[ "$what" == *faults* ]]; then
