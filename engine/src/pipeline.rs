@@ -359,7 +359,12 @@ impl Engine {
     pub fn stream_ops(&self) -> &crate::streamops::StreamOps {
         let i = &self.inner;
         i.streams.get_or_init(|| {
-            crate::streamops::StreamOps::new(&i.cfg, i.gpu.clone(), i.faults.clone())
+            crate::streamops::StreamOps::new(
+                &i.cfg,
+                i.gpu.clone(),
+                i.faults.clone(),
+                i.stats.clone(),
+            )
         })
     }
 

@@ -217,6 +217,12 @@ fn reads_across_eof_report_the_bytes_before_it() {
     assert_eq!(a.bytes as usize, want);
     assert!(gpu.read_device(dev + 5, want) == tf.data[a.foff as usize..]);
     assert_eq!(b.bytes, 0);
+    let st = driver().engine().unwrap().stats();
+    assert_eq!(
+        st.buffered_read_bytes + st.direct_read_bytes,
+        want as u64,
+        "the engine's path statistics"
+    );
     no_faults(&gpu);
     gpu.stream_destroy(s);
     drop(tf);

@@ -69,7 +69,8 @@ fn errno() -> i32 {
 
 /// Read up to `len` bytes at `off` into `dst`. `room` (≥ `len`) bytes at
 /// `dst` may be written: an O_DIRECT read rounds its length up to the
-/// alignment. Returns the bytes read (short only at EOF).
+/// alignment. Returns the bytes read (short only at EOF) and whether the
+/// reads went around the page cache.
 ///
 /// # Safety
 /// `dst..dst+room` must be writable memory that nothing else uses meanwhile.
@@ -81,7 +82,7 @@ pub(crate) unsafe fn read_into(
     room: usize,
     off: u64,
     direct: bool,
-) -> Result<usize> {
+) -> Result<(usize, bool)> {
     let mut direct = direct;
     let mut done = 0usize;
     let mut retries = 0u32;
@@ -136,10 +137,11 @@ pub(crate) unsafe fn read_into(
         }
         done += (r as usize).min(len - done);
     }
-    Ok(done)
+    Ok((done, direct))
 }
 
 /// Write `len` bytes from `src` at `off`, looping over short writes.
+/// Returns the bytes written and whether they went around the page cache.
 ///
 /// # Safety
 /// `src..src+len` must be readable and unchanged until the call returns.
@@ -149,7 +151,7 @@ pub(crate) unsafe fn write_from(
     src: *const u8,
     len: usize,
     off: u64,
-) -> Result<usize> {
+) -> Result<(usize, bool)> {
     // Writes go around the page cache only where the caller asked for that
     // by opening the file with O_DIRECT (as the sync path).
     let fd = match file.direct() {
@@ -193,5 +195,5 @@ pub(crate) unsafe fn write_from(
         }
         done += (r as usize).min(len - done);
     }
-    Ok(done)
+    Ok((done, fd != file.buffered_fd))
 }

@@ -19,6 +19,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::gpu::{DevPtr, Gpu, GpuError, Stream};
 use crate::pipeline::{Direction, Memory};
+use crate::stats::Stats;
 use crate::worker::FaultFactory;
 use crate::{log_debug, log_info, log_warn};
 use std::collections::HashMap;
@@ -257,7 +258,12 @@ pub struct StreamOps {
 }
 
 impl StreamOps {
-    pub(crate) fn new(cfg: &Config, gpu: Arc<dyn Gpu>, faults: Option<FaultFactory>) -> StreamOps {
+    pub(crate) fn new(
+        cfg: &Config,
+        gpu: Arc<dyn Gpu>,
+        faults: Option<FaultFactory>,
+        stats: Arc<Stats>,
+    ) -> StreamOps {
         let stage_bytes = cfg
             .chunk_bytes
             .clamp(MIN_STAGE_BYTES, MAX_STAGE_BYTES)
@@ -277,7 +283,7 @@ impl StreamOps {
             creating: Mutex::new(()),
             next_lane: AtomicU64::new(1),
             first: Mutex::new((0, 0)),
-            service: Service::new(cfg.io_threads, cfg.read_mode, faults, cfg.io_threads),
+            service: Service::new(cfg.io_threads, cfg.read_mode, faults, cfg.io_threads, stats),
         }
     }
 

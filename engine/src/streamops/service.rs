@@ -23,6 +23,7 @@ use crate::file::File;
 use crate::gpu::CopyDesc;
 use crate::pipeline::{combine, Direction};
 use crate::registry::BufferUse;
+use crate::stats::Stats;
 use crate::worker::FaultFactory;
 use crate::{log_debug, log_warn};
 use std::collections::{HashMap, VecDeque};
@@ -366,7 +367,7 @@ struct IoDone {
     result: Result<usize>,
 }
 
-fn run_task(t: Task, ctx: &mut IoCtx) -> IoDone {
+fn run_task(t: Task, ctx: &mut IoCtx, stats: &Stats) -> IoDone {
     let file = &t.op.file.0;
     let (slot, result) = match t.kind {
         TaskKind::ReadStage {
@@ -382,6 +383,7 @@ fn run_task(t: Task, ctx: &mut IoCtx) -> IoDone {
             // SAFETY: the slot (room bytes at host) is the service's until it
             // sets `ready` below.
             let r = unsafe { io::read_into(ctx, file, host, len, room, off, direct) };
+            let r = count(stats, Direction::Read, r);
             desc.len = *r.as_ref().unwrap_or(&0) as u64;
             t.mem.release(slot, desc, value);
             (Some(slot), r)
@@ -395,7 +397,7 @@ fn run_task(t: Task, ctx: &mut IoCtx) -> IoDone {
             // SAFETY: the stream filled the slot (its `back` was seen) and
             // will not touch it again until the slot is released.
             let r = unsafe { io::write_from(ctx, file, host, len, off) };
-            (Some(slot), r)
+            (Some(slot), count(stats, Direction::Write, r))
         }
         TaskKind::Host {
             ptr,
@@ -411,7 +413,7 @@ fn run_task(t: Task, ctx: &mut IoCtx) -> IoDone {
                     Direction::Write => io::write_from(ctx, file, ptr, len, off),
                 }
             };
-            (None, r)
+            (None, count(stats, t.op.dir, r))
         }
     };
     IoDone {
@@ -421,6 +423,19 @@ fn run_task(t: Task, ctx: &mut IoCtx) -> IoDone {
         slot,
         result,
     }
+}
+
+/// Add an I/O result to the engine's path statistics; the byte count.
+fn count(stats: &Stats, dir: Direction, r: Result<(usize, bool)>) -> Result<usize> {
+    let (n, direct) = r?;
+    let counter = match (dir, direct) {
+        (Direction::Read, true) => &stats.direct_read_bytes,
+        (Direction::Read, false) => &stats.buffered_read_bytes,
+        (Direction::Write, true) => &stats.direct_write_bytes,
+        (Direction::Write, false) => &stats.buffered_write_bytes,
+    };
+    Stats::add(counter, n as u64);
+    Ok(n)
 }
 
 struct IoQueue {
@@ -450,6 +465,7 @@ pub(crate) struct Service {
     faults: Option<FaultFactory>,
     /// Fault plans of I/O threads are numbered from here (after the workers').
     fault_base: usize,
+    stats: Arc<Stats>,
     closing: AtomicBool,
 }
 
@@ -459,6 +475,7 @@ impl Service {
         mode: ReadMode,
         faults: Option<FaultFactory>,
         fault_base: usize,
+        stats: Arc<Stats>,
     ) -> Arc<Service> {
         Arc::new(Service {
             state: Mutex::new(State {
@@ -479,6 +496,7 @@ impl Service {
             mode,
             faults,
             fault_base,
+            stats,
             closing: AtomicBool::new(false),
         })
     }
@@ -614,7 +632,7 @@ impl Service {
             return false;
         };
         let mut ctx = IoCtx { faults: None };
-        let done = run_task(task, &mut ctx);
+        let done = run_task(task, &mut ctx, &self.stats);
         lock(&self.completions).push(done);
         true
     }
@@ -948,7 +966,7 @@ impl Service {
                     q.idle -= 1;
                 }
             };
-            let done = run_task(task, &mut ctx);
+            let done = run_task(task, &mut ctx, &self.stats);
             lock(&self.completions).push(done);
             self.unpark_poller();
         }
