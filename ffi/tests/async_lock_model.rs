@@ -37,16 +37,6 @@ impl Drop for Model {
     }
 }
 
-#[allow(clippy::type_complexity)]
-fn op(tf: &TestFile, dev: u64, p: &mut (usize, i64, i64, isize), s: Stream, write: bool) -> i32 {
-    let (size, foff, boff, bytes) = (&mut p.0, &mut p.1, &mut p.2, &mut p.3);
-    if write {
-        write_async(tf.fh, dev, size, foff, boff, bytes, sptr(s))
-    } else {
-        read_async(tf.fh, dev, size, foff, boff, bytes, sptr(s))
-    }
-}
-
 #[test]
 fn stream_ops_complete_and_no_library_thread_calls_the_gpu_while_a_stream_is_parked() {
     let (_g, gpu) = setup();
@@ -66,12 +56,17 @@ fn stream_ops_complete_and_no_library_thread_calls_the_gpu_while_a_stream_is_par
         })
         .collect();
     let mut ps = [
-        (9 * MIB, 5, 1, 0isize),
-        (7 * MIB + 3, 9 * MIB as i64, 10 * MIB as i64, 0),
-        (8 * MIB, 20 * MIB as i64, 24 * MIB as i64, 0),
+        P::new(9 * MIB, 5, 1),
+        P::new(7 * MIB + 3, 9 * MIB as i64, 10 * MIB as i64),
+        P::new(8 * MIB, 20 * MIB as i64, 24 * MIB as i64),
     ];
     for (i, (p, &s)) in ps.iter_mut().zip(&streams).enumerate() {
-        assert_eq!(op(&tf, dev, p, s, i == 2), 0);
+        let e = if i == 2 {
+            write(&tf, dev, p, s)
+        } else {
+            read(&tf, dev, p, s)
+        };
+        assert_eq!(e, 0);
     }
     for g in &gates {
         g.release();
@@ -80,7 +75,7 @@ fn stream_ops_complete_and_no_library_thread_calls_the_gpu_while_a_stream_is_par
         sync_within(&gpu, s, "stream op under the lock model");
     }
     for p in &ps {
-        assert_eq!(p.3 as usize, p.0, "{p:?}");
+        assert_eq!(p.bytes as usize, p.size, "{p:?}");
     }
     assert!(gpu.read_device(dev + 1, 9 * MIB) == tf.data[5..5 + 9 * MIB]);
     let mut back = vec![0u8; 8 * MIB];
@@ -106,8 +101,8 @@ fn a_sync_read_held_by_the_driver_lock_does_not_hold_up_a_parked_stream() {
     let s = gpu.stream_create(0).unwrap();
     let gate = Gate::new(&gpu);
     gate.hold(&gpu, s);
-    let mut p = (4 * MIB + 1, 3, 0, 0isize);
-    assert_eq!(op(&tf, dev, &mut p, s, false), 0);
+    let mut p = P::new(4 * MIB + 1, 3, 0);
+    assert_eq!(read(&tf, dev, &mut p, s), 0);
     let _model = Model::on(&gpu);
     let blocked_before = gpu.calls_ever_blocked_by_lock_model();
     // A 1 MiB sync read goes through the engine's workers, whose GPU calls
@@ -124,8 +119,8 @@ fn a_sync_read_held_by_the_driver_lock_does_not_hold_up_a_parked_stream() {
     // The stream op needs none of them.
     gate.release();
     sync_within(&gpu, s, "stream op while a worker is held");
-    assert_eq!(p.3 as usize, p.0);
-    assert!(gpu.read_device(dev, p.0) == tf.data[3..3 + p.0]);
+    assert_eq!(p.bytes as usize, p.size);
+    assert!(gpu.read_device(dev, p.size) == tf.data[3..3 + p.size]);
     // With the stream drained the lock lets the worker go.
     assert_eq!(reader.join().unwrap(), MIB as isize);
     assert!(gpu.read_device(target, MIB) == want);
@@ -144,21 +139,21 @@ fn the_model_blocks_the_worker_driven_stream_path() {
     gpu.disable_described_copies(true);
     let model = Model::on(&gpu);
     let blocked_before = gpu.calls_ever_blocked_by_lock_model();
-    let mut p = (2 * MIB, 0, 0, 0isize);
-    assert_eq!(op(&tf, dev, &mut p, s, false), 0);
+    let mut p = P::new(2 * MIB, 0, 0);
+    assert_eq!(read(&tf, dev, &mut p, s), 0);
     // The stream waits for the workers; the workers wait for the lock, which
     // waits for the stream: held for good.
     wait_until("a worker blocked by the lock", || {
         gpu.calls_blocked_by_lock_model() > 0
     });
     assert!(gpu.calls_ever_blocked_by_lock_model() > blocked_before);
-    assert_eq!(p.3, 0, "the op completed while its worker was held");
+    assert_eq!(p.bytes, 0, "the op completed while its worker was held");
     assert!(gpu.parked_streams() > 0);
     // Lifting the lock lets it finish.
     drop(model);
     sync_within(&gpu, s, "worker-driven op after the lock is lifted");
-    assert_eq!(p.3 as usize, p.0);
-    assert!(gpu.read_device(dev, p.0) == tf.data[..p.0]);
+    assert_eq!(p.bytes as usize, p.size);
+    assert!(gpu.read_device(dev, p.size) == tf.data[..p.size]);
     gpu.disable_described_copies(false);
     gpu.stream_destroy(s);
     drop(tf);

@@ -13,58 +13,10 @@ use hipfile_engine::gpu::testgpu::{TestGpu, FRESH_DEVICE_BYTE};
 use hipfile_engine::gpu::{Gpu, Stream};
 use hipfile_engine::registry::driver;
 use hipfile_engine::ring::{Cqe, FaultPlan, Op};
-use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 const MIB: usize = 1 << 20;
-
-/// Parameters of one op, kept at a fixed address until its stream is synchronised.
-#[derive(Debug)]
-struct P {
-    size: usize,
-    foff: i64,
-    boff: i64,
-    bytes: isize,
-}
-
-impl P {
-    fn new(size: usize, foff: i64, boff: i64) -> Box<P> {
-        Box::new(P {
-            size,
-            foff,
-            boff,
-            bytes: 12345,
-        })
-    }
-}
-
-fn read(tf: &TestFile, buf: u64, p: &mut P, s: Stream) -> i32 {
-    let P {
-        size,
-        foff,
-        boff,
-        bytes,
-    } = p;
-    read_async(tf.fh, buf, size, foff, boff, bytes, sptr(s))
-}
-
-fn write(tf: &TestFile, buf: u64, p: &mut P, s: Stream) -> i32 {
-    let P {
-        size,
-        foff,
-        boff,
-        bytes,
-    } = p;
-    write_async(tf.fh, buf, size, foff, boff, bytes, sptr(s))
-}
-
-fn file_bytes(tf: &TestFile, off: usize, len: usize) -> Vec<u8> {
-    let mut v = vec![0u8; len];
-    let n = tf.file.read_at(&mut v, off as u64).unwrap();
-    v.truncate(n);
-    v
-}
 
 fn no_faults(gpu: &TestGpu) {
     assert_eq!(

@@ -58,6 +58,19 @@ fn check(call: &'static str, r: sys::CUresult) -> GpuResult<()> {
     }
 }
 
+/// The device address of registered (mapped) host memory, in the current context.
+///
+/// # Safety
+/// `host` must lie in memory registered with `host_register` (DEVICEMAP).
+unsafe fn mapped(host: *const c_void) -> GpuResult<sys::CUdeviceptr> {
+    let mut d: sys::CUdeviceptr = 0;
+    // SAFETY: the caller's promise; out-pointer to a live local.
+    check("cuMemHostGetDevicePointer_v2", unsafe {
+        sys::cuMemHostGetDevicePointer_v2(&mut d, host as *mut c_void, 0)
+    })?;
+    Ok(d)
+}
+
 fn is_code(e: &GpuError, r: sys::CUresult) -> bool {
     matches!(e, GpuError::Driver { code, .. } if *code == r as i32)
 }
@@ -397,12 +410,9 @@ impl CudaGpu {
         flags: sys::CUstreamWaitValue_flags,
     ) -> GpuResult<()> {
         self.in_stream_ctx(stream, || {
-            let mut d: sys::CUdeviceptr = 0;
             // SAFETY: the caller promised `host_addr` is registered host
-            // memory that outlives the wait; out-pointer to a live local.
-            check("cuMemHostGetDevicePointer_v2", unsafe {
-                sys::cuMemHostGetDevicePointer_v2(&mut d, host_addr as *mut c_void, 0)
-            })?;
+            // memory that outlives the wait.
+            let d = unsafe { mapped(host_addr as *const c_void) }?;
             // SAFETY: `d` is the device address of that word in the stream's context.
             check("cuStreamWaitValue32_v2", unsafe {
                 sys::cuStreamWaitValue32_v2(stream.0 as sys::CUstream, d, value, flags as c_uint)
@@ -913,11 +923,8 @@ impl Gpu for CudaGpu {
         value: u32,
     ) -> GpuResult<()> {
         self.in_stream_ctx(stream, || {
-            let mut d: sys::CUdeviceptr = 0;
             // SAFETY: as for `stream_wait_value32`.
-            check("cuMemHostGetDevicePointer_v2", unsafe {
-                sys::cuMemHostGetDevicePointer_v2(&mut d, host_addr as *mut c_void, 0)
-            })?;
+            let d = unsafe { mapped(host_addr as *const c_void) }?;
             // SAFETY: `d` is the device address of that word in the stream's context.
             check("cuStreamWriteValue32_v2", unsafe {
                 sys::cuStreamWriteValue32_v2(stream.0 as sys::CUstream, d, value, 0)
@@ -978,12 +985,9 @@ impl Gpu for CudaGpu {
                 "described copies were not prepared for this stream's context",
             ))?;
         self.in_ctx(ctx, || {
-            let mut d: sys::CUdeviceptr = 0;
             // SAFETY: the caller promised `desc` lies in registered host
-            // memory that outlives the copy; out-pointer to a live local.
-            check("cuMemHostGetDevicePointer_v2", unsafe {
-                sys::cuMemHostGetDevicePointer_v2(&mut d, desc as *mut c_void, 0)
-            })?;
+            // memory that outlives the copy.
+            let mut d = unsafe { mapped(desc as *const c_void) }?;
             let mut params = [&mut d as *mut sys::CUdeviceptr as *mut c_void];
             // SAFETY: `k.func` is the place kernel of this context, whose one
             // parameter is a u64 (the descriptor's device address), passed by

@@ -507,6 +507,21 @@ impl TestGpu {
             .ok_or(GpuError::InvalidValue("unknown event"))
     }
 
+    /// Queue a wait on a registered word: `>= value`, or `== value` when `eq`.
+    fn wait_value(
+        &self,
+        stream: Stream,
+        host_addr: *mut u32,
+        value: u32,
+        eq: bool,
+    ) -> GpuResult<()> {
+        self.driver_lock();
+        let exec = self.exec(stream)?;
+        self.check_word(host_addr)?;
+        let word = WordPtr(host_addr as *const AtomicU32);
+        Self::enqueue(&exec, Op::WaitValue { word, value, eq })
+    }
+
     fn enqueue(exec: &StreamExec, op: Op) -> GpuResult<()> {
         let mut q = lock(&exec.queue);
         if q.closing {
@@ -1026,18 +1041,7 @@ impl Gpu for TestGpu {
         host_addr: *mut u32,
         value: u32,
     ) -> GpuResult<()> {
-        self.driver_lock();
-        let exec = self.exec(stream)?;
-        self.check_word(host_addr)?;
-        let word = WordPtr(host_addr as *const AtomicU32);
-        Self::enqueue(
-            &exec,
-            Op::WaitValue {
-                word,
-                value,
-                eq: false,
-            },
-        )
+        self.wait_value(stream, host_addr, value, false)
     }
 
     unsafe fn stream_write_value32(
@@ -1059,18 +1063,7 @@ impl Gpu for TestGpu {
         host_addr: *mut u32,
         value: u32,
     ) -> GpuResult<()> {
-        self.driver_lock();
-        let exec = self.exec(stream)?;
-        self.check_word(host_addr)?;
-        let word = WordPtr(host_addr as *const AtomicU32);
-        Self::enqueue(
-            &exec,
-            Op::WaitValue {
-                word,
-                value,
-                eq: true,
-            },
-        )
+        self.wait_value(stream, host_addr, value, true)
     }
 
     fn stream_id(&self, stream: Stream) -> GpuResult<u64> {

@@ -12,6 +12,7 @@ use hipfile_engine::gpu::{Gpu, Stream};
 use hipfile_engine::registry::driver;
 use std::ffi::c_void;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
@@ -189,4 +190,51 @@ pub fn wait_until(what: &str, cond: impl Fn() -> bool) {
         assert!(t0.elapsed() < WATCHDOG, "{what}: never happened");
         std::thread::sleep(Duration::from_millis(1));
     }
+}
+
+/// Parameters of one op, kept at a fixed address until its stream is synchronised.
+#[derive(Debug)]
+pub struct P {
+    pub size: usize,
+    pub foff: i64,
+    pub boff: i64,
+    pub bytes: isize,
+}
+
+impl P {
+    pub fn new(size: usize, foff: i64, boff: i64) -> Box<P> {
+        Box::new(P {
+            size,
+            foff,
+            boff,
+            bytes: 12345,
+        })
+    }
+}
+
+pub fn read(tf: &TestFile, buf: u64, p: &mut P, s: Stream) -> i32 {
+    let P {
+        size,
+        foff,
+        boff,
+        bytes,
+    } = p;
+    read_async(tf.fh, buf, size, foff, boff, bytes, sptr(s))
+}
+
+pub fn write(tf: &TestFile, buf: u64, p: &mut P, s: Stream) -> i32 {
+    let P {
+        size,
+        foff,
+        boff,
+        bytes,
+    } = p;
+    write_async(tf.fh, buf, size, foff, boff, bytes, sptr(s))
+}
+
+pub fn file_bytes(tf: &TestFile, off: usize, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    let n = tf.file.read_at(&mut v, off as u64).unwrap();
+    v.truncate(n);
+    v
 }
