@@ -614,3 +614,107 @@ fn stage_sequences_and_generations_that_wrap_u32_keep_streams_moving() {
     drop(tf);
     teardown();
 }
+
+#[test]
+fn pinning_refused_for_every_stage_falls_back_to_fewer_stages() {
+    let (_g, gpu) = setup();
+    let tf = TestFile::new("pinlimit", 20 * MIB);
+    let dev = gpu.device_alloc(0, 17 * MIB).unwrap();
+    let s = gpu.stream_create(0).unwrap();
+    // Two 4 MiB stages fit, four do not.
+    gpu.set_pin_limit(10 * MIB);
+    let mut p = P::new(16 * MIB, 4096 + 3, 1);
+    let e = read(&tf, dev, &mut p, s);
+    gpu.set_pin_limit(usize::MAX);
+    assert_eq!(e, 0);
+    sync_within(&gpu, s, "read through two stages");
+    assert_eq!(p.bytes as usize, 16 * MIB);
+    assert!(gpu.read_device(dev + 1, 16 * MIB) == tf.data[4099..4099 + 16 * MIB]);
+    no_faults(&gpu);
+    gpu.stream_destroy(s);
+    drop(tf);
+    teardown();
+}
+
+#[test]
+fn pinning_refused_entirely_fails_the_call_and_parks_nothing() {
+    let (_g, gpu) = setup();
+    let tf = TestFile::new("pinnone", 8 * MIB);
+    let dev = gpu.device_alloc(0, 8 * MIB).unwrap();
+    let s = gpu.stream_create(0).unwrap();
+    gpu.set_pin_limit(MIB);
+    let mut p = P::new(4 * MIB, 0, 0);
+    let P {
+        size,
+        foff,
+        boff,
+        bytes,
+    } = &mut *p;
+    // SAFETY: locals that outlive the call.
+    let e = unsafe { hipFileReadAsync(tf.fh, dev as _, size, foff, boff, bytes, sptr(s)) };
+    gpu.set_pin_limit(usize::MAX);
+    assert_eq!((e.err, e.hip_drv_err), (5011, 2), "hipErrorOutOfMemory");
+    sync_within(&gpu, s, "nothing was enqueued");
+    assert_eq!(p.bytes, 0);
+    // Once pinning works again the stream takes ops.
+    assert_eq!(read(&tf, dev, &mut p, s), 0);
+    sync_within(&gpu, s, "after pinning works again");
+    assert_eq!(p.bytes as usize, 4 * MIB);
+    gpu.stream_destroy(s);
+    drop(tf);
+    teardown();
+}
+
+#[test]
+fn a_failing_first_stream_call_returns_the_error_and_parks_nothing() {
+    let (_g, gpu) = setup();
+    let tf = TestFile::new("firstfail", 8 * MIB);
+    let dev = gpu.device_alloc(0, 8 * MIB).unwrap();
+    let s = gpu.stream_create(0).unwrap();
+    let mut p = P::new(6 * MIB, 0, 0);
+    gpu.fail_value_ops_after(0, 1);
+    let P {
+        size,
+        foff,
+        boff,
+        bytes,
+    } = &mut *p;
+    // SAFETY: locals that outlive the call.
+    let e = unsafe { hipFileReadAsync(tf.fh, dev as _, size, foff, boff, bytes, sptr(s)) };
+    assert_eq!((e.err, e.hip_drv_err), (5011, 999));
+    sync_within(&gpu, s, "nothing was enqueued");
+    assert_eq!(p.bytes, 0);
+    assert_eq!(read(&tf, dev, &mut p, s), 0);
+    sync_within(&gpu, s, "the next op");
+    assert_eq!(p.bytes as usize, 6 * MIB);
+    assert!(gpu.read_device(dev, 6 * MIB) == tf.data[..6 * MIB]);
+    gpu.stream_destroy(s);
+    drop(tf);
+    teardown();
+}
+
+#[test]
+fn a_done_wait_that_cannot_be_enqueued_still_reports_through_bytes() {
+    let (_g, gpu) = setup();
+    let tf = TestFile::new("donefail", 8 * MIB);
+    let dev = gpu.device_alloc(0, 8 * MIB).unwrap();
+    let s = gpu.stream_create(0).unwrap();
+    // One stage: started, ready wait and back write pass; the done wait fails.
+    gpu.fail_value_ops_after(3, 1);
+    let mut p = P::new(MIB, 0, 0);
+    assert_eq!(read(&tf, dev, &mut p, s), 0, "the op was committed");
+    sync_within(&gpu, s, "an op without its done wait");
+    // The stream does not wait for the result; the service stores it anyway.
+    let bytes = std::ptr::addr_of!(p.bytes);
+    // SAFETY: `p` is live; the service writes it with a volatile store.
+    wait_until("the result", || unsafe { bytes.read_volatile() } != 0);
+    assert_eq!(p.bytes, -999);
+    let mut q = P::new(2 * MIB, 0, 0);
+    assert_eq!(read(&tf, dev, &mut q, s), 0);
+    sync_within(&gpu, s, "the next op");
+    assert_eq!(q.bytes as usize, 2 * MIB);
+    no_faults(&gpu);
+    gpu.stream_destroy(s);
+    drop(tf);
+    teardown();
+}

@@ -31,7 +31,9 @@
 //! - Fault injection: [`TestGpu::fail_next_copies`] makes the next copies
 //!   (described ones included) fail at enqueue time with
 //!   `GpuError::Driver { call: "test-copy", code: 999 }`;
-//!   [`TestGpu::fail_copies_after`] lets some succeed first.
+//!   [`TestGpu::fail_copies_after`] lets some succeed first;
+//!   [`TestGpu::fail_value_ops_after`] does the same for wait/write-value
+//!   calls; [`TestGpu::set_pin_limit`] makes large registrations fail.
 //! - The driver lock ([`TestGpu::set_driver_lock_model`]): in CUDA, calls such
 //!   as `cudaFree`, `cudaHostAlloc` or a pageable `cudaMemcpyAsync` hold a
 //!   driver lock while they wait for streams to drain, and most other calls on
@@ -217,6 +219,11 @@ pub struct TestGpu {
     fail_copies: AtomicU32,
     /// Copies that still succeed before the armed failures start.
     fail_copies_skip: AtomicU32,
+    /// The same for wait-value and write-value calls.
+    fail_values: AtomicU32,
+    fail_values_skip: AtomicU32,
+    /// `host_register` of a larger range fails (a memory-lock limit).
+    pin_limit: AtomicUsize,
     /// Devices on which described copies were prepared.
     described_ready: Mutex<Vec<i32>>,
     /// Described copies are switched off (the runtime then behaves as one without them).
@@ -254,6 +261,9 @@ impl TestGpu {
             copy_batches: AtomicU64::new(0),
             fail_copies: AtomicU32::new(0),
             fail_copies_skip: AtomicU32::new(0),
+            fail_values: AtomicU32::new(0),
+            fail_values_skip: AtomicU32::new(0),
+            pin_limit: AtomicUsize::new(usize::MAX),
             described_ready: Mutex::new(Vec::new()),
             described_off: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
@@ -316,6 +326,20 @@ impl TestGpu {
     pub fn fail_copies_after(&self, skip: u32, n: u32) {
         self.fail_copies_skip.store(skip, Ordering::Relaxed);
         self.fail_copies.store(n, Ordering::Relaxed);
+    }
+
+    /// Fault hook: after `skip` more successful wait-value / write-value
+    /// calls, the next `n` fail with the injected error and enqueue nothing.
+    pub fn fail_value_ops_after(&self, skip: u32, n: u32) {
+        self.fail_values_skip.store(skip, Ordering::Relaxed);
+        self.fail_values.store(n, Ordering::Relaxed);
+    }
+
+    /// `host_register` of more than `bytes` at once fails with
+    /// CUDA_ERROR_OUT_OF_MEMORY, as pinning does past a memory-lock limit
+    /// (`usize::MAX`: no limit).
+    pub fn set_pin_limit(&self, bytes: usize) {
+        self.pin_limit.store(bytes, Ordering::Relaxed);
     }
 
     /// Described copies whose descriptor, when the stream reached it, named
@@ -450,19 +474,18 @@ impl TestGpu {
 
     /// Consume one injected failure, if armed.
     fn injected_failure(&self) -> bool {
-        if self.fail_copies.load(Ordering::Relaxed) == 0 {
-            return false;
+        take_failure(&self.fail_copies, &self.fail_copies_skip)
+    }
+
+    /// The injected error, when a value operation is armed to fail.
+    fn value_failure(&self) -> GpuResult<()> {
+        if take_failure(&self.fail_values, &self.fail_values_skip) {
+            return Err(GpuError::Driver {
+                call: "test-value-op",
+                code: INJECTED_COPY_ERROR,
+            });
         }
-        if self
-            .fail_copies_skip
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-            .is_ok()
-        {
-            return false;
-        }
-        self.fail_copies
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-            .is_ok()
+        Ok(())
     }
 
     fn spawn_exec(&self, device: i32, handle: usize) -> GpuResult<Arc<StreamExec>> {
@@ -518,6 +541,7 @@ impl TestGpu {
         self.driver_lock();
         let exec = self.exec(stream)?;
         self.check_word(host_addr)?;
+        self.value_failure()?;
         let word = WordPtr(host_addr as *const AtomicU32);
         Self::enqueue(&exec, Op::WaitValue { word, value, eq })
     }
@@ -532,6 +556,16 @@ impl TestGpu {
         exec.cv.notify_all();
         Ok(())
     }
+}
+
+/// Consume one armed failure: none while `fail` is 0; the first `skip` calls
+/// pass.
+fn take_failure(fail: &AtomicU32, skip: &AtomicU32) -> bool {
+    let dec = |c: &AtomicU32| {
+        c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok()
+    };
+    fail.load(Ordering::Relaxed) > 0 && !dec(skip) && dec(fail)
 }
 
 /// The allocation of `allocs` holding `ptr..ptr+len`, and the offset of `ptr` in it.
@@ -796,6 +830,12 @@ impl Gpu for TestGpu {
         if Self::in_device_window(ptr as u64) {
             return Err(GpuError::InvalidValue("host_register of a device address"));
         }
+        if len > self.pin_limit.load(Ordering::Relaxed) {
+            return Err(GpuError::Driver {
+                call: "test-host-register",
+                code: 2, // CUDA_ERROR_OUT_OF_MEMORY
+            });
+        }
         let start = ptr as u64;
         let end = start
             .checked_add(len as u64)
@@ -1053,6 +1093,7 @@ impl Gpu for TestGpu {
         self.driver_lock();
         let exec = self.exec(stream)?;
         self.check_word(host_addr)?;
+        self.value_failure()?;
         let word = WordPtr(host_addr as *const AtomicU32);
         Self::enqueue(&exec, Op::WriteValue { word, value })
     }
