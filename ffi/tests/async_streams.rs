@@ -548,6 +548,15 @@ fn a_deregistered_streams_lane_is_let_go() {
     assert_eq!(hipFileStreamDeregister(sptr(s)).err, 0);
     assert_eq!(engine.stream_ops().lanes(), 0);
     gpu.stream_destroy(s);
+    // Deregistered after the application destroyed it: found by its handle.
+    let t = gpu.stream_create(0).unwrap();
+    assert_eq!(hipFileStreamRegister(sptr(t), 0).err, 0);
+    assert_eq!(read(&tf, dev, &mut p, t), 0);
+    sync_within(&gpu, t, "before destroying");
+    gpu.stream_destroy(t);
+    assert_eq!(engine.stream_ops().lanes(), 1);
+    assert_eq!(hipFileStreamDeregister(sptr(t)).err, 0);
+    assert_eq!(engine.stream_ops().lanes(), 0);
     drop(tf);
     teardown();
 }

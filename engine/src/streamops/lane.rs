@@ -24,7 +24,7 @@ use crate::worker::FaultFactory;
 use crate::{log_debug, log_info, log_warn};
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Lanes kept before an idle one is handed to a new stream instead of
@@ -60,6 +60,10 @@ struct Res {
 pub(crate) struct Lane {
     id: u64,
     device: i32,
+    /// The stream handle it serves, as the application passed it (lets
+    /// deregistration find it without asking the runtime about a stream
+    /// that may be gone).
+    handle: AtomicUsize,
     mem: Arc<LaneMem>,
     submit: Mutex<Submit>,
     res: Mutex<Option<Res>>,
@@ -70,7 +74,13 @@ pub(crate) struct Lane {
 
 impl Lane {
     /// The flag page, zeroed and registered.
-    fn new(gpu: &Arc<dyn Gpu>, id: u64, key: Key, first: (u64, u32)) -> Result<Lane> {
+    fn new(
+        gpu: &Arc<dyn Gpu>,
+        id: u64,
+        key: Key,
+        handle: Stream,
+        first: (u64, u32),
+    ) -> Result<Lane> {
         let page = Slab::new(&[(1, PAGE_BYTES)], gpu, false)
             .map_err(|e| Error::Os(e.raw_os_error().unwrap_or(libc::ENOMEM)))?;
         // SAFETY: the slab lives until `release`, which unregisters it first.
@@ -86,6 +96,7 @@ impl Lane {
         Ok(Lane {
             id,
             device: key.0,
+            handle: AtomicUsize::new(handle.0),
             mem,
             submit: Mutex::new(Submit {
                 key,
@@ -341,7 +352,7 @@ impl StreamOps {
         // Before this stream is parked on anything of ours: load the kernel
         // into its context (and refuse streams we cannot serve).
         self.gpu.prepare_described_copies(stream)?;
-        if let Some(l) = self.hand_over(key) {
+        if let Some(l) = self.hand_over(key, stream) {
             return Ok(l);
         }
         if lock(&self.lanes).len() >= MAX_LANES {
@@ -355,7 +366,7 @@ impl StreamOps {
         }
         let id = self.next_lane.fetch_add(1, Ordering::Relaxed);
         let first = *lock(&self.first);
-        let lane = Arc::new(Lane::new(&self.gpu, id, key, first)?);
+        let lane = Arc::new(Lane::new(&self.gpu, id, key, stream, first)?);
         lock(&self.lanes).insert(key, lane.clone());
         log_debug!(
             "stream I/O: lane {id} for stream id {} on device {}",
@@ -367,7 +378,7 @@ impl StreamOps {
 
     /// Once [`SOFT_LANES`] exist: take an idle lane of the device from the
     /// stream that has it and give it to `key`.
-    fn hand_over(&self, key: Key) -> Option<Arc<Lane>> {
+    fn hand_over(&self, key: Key, stream: Stream) -> Option<Arc<Lane>> {
         let mut lanes = lock(&self.lanes);
         if lanes.len() < SOFT_LANES {
             return None;
@@ -381,6 +392,7 @@ impl StreamOps {
                 return None;
             }
             sub.key = key;
+            l.handle.store(stream.0, Ordering::Release);
             Some((*k, l.clone()))
         })?;
         lanes.remove(&old);
@@ -492,16 +504,21 @@ impl StreamOps {
         lock(&self.lanes).retain(|_, l| !Arc::ptr_eq(l, lane));
     }
 
-    /// `hipFileStreamDeregister`: free the stream's lane once idle.
+    /// `hipFileStreamDeregister`: free the stream's lane once idle. Lanes
+    /// are found by the handle (the application may have destroyed the
+    /// stream already, and the runtime must not be asked about it); for the
+    /// NULL and per-thread handles that is every thread's lane of them.
     pub(crate) fn forget(&self, stream: Stream) {
-        let Ok(device) = self.gpu.stream_device(stream) else {
-            return;
+        let gone: Vec<Arc<Lane>> = {
+            let mut lanes = lock(&self.lanes);
+            let keys: Vec<Key> = lanes
+                .iter()
+                .filter(|(_, l)| l.handle.load(Ordering::Acquire) == stream.0)
+                .map(|(k, _)| *k)
+                .collect();
+            keys.iter().filter_map(|k| lanes.remove(k)).collect()
         };
-        let Ok(key) = self.key(stream, device) else {
-            return;
-        };
-        let lane = lock(&self.lanes).remove(&key);
-        if let Some(lane) = lane {
+        for lane in gone {
             if !lane.release(&self.gpu, &self.service) {
                 bury(&self.gpu, &self.service, lane);
             }
