@@ -13,7 +13,9 @@
  * exits with status 3. The table lists, per case and thread: rounds,
  * completed, hangs, wrong bytes (or results).
  *
- * Usage: stream_interleave DIR [ROUNDS]   (ROUNDS per case and thread, default 1000)
+ * Usage: stream_interleave DIR [ROUNDS [FIRST LAST]]
+ *   ROUNDS per case and thread (default 1000); FIRST..LAST: the cases to run
+ *   (0-based, inclusive; default all), to split a long run.
  * HIPFILE_TEST_SEED reproduces a run. */
 #include "common.h"
 #include <pthread.h>
@@ -269,6 +271,10 @@ static const char bump_ptx[] =
 int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : "/tmp";
     int rounds = argc > 2 ? atoi(argv[2]) : 1000;
+    int first = argc > 3 ? atoi(argv[3]) : 0;
+    int last = argc > 4 ? atoi(argv[4]) : NCASES - 1;
+    if (first < 0) first = 0;
+    if (last >= NCASES) last = NCASES - 1;
     seed_from_env();
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGALRM, on_alarm);
@@ -311,7 +317,7 @@ int main(int argc, char **argv) {
 
     printf("| case | thread | rounds | completed | hangs | wrong bytes |\n|---|---|---|---|---|---|\n");
     int total_wrong = 0;
-    for (int cs = 0; cs < NCASES; cs++) {
+    for (int cs = first; cs <= last; cs++) {
         for (int ot = 0; ot < 2; ot++) {
             int done = 0, wrong = 0;
             for (int r = 0; r < rounds; r++) {
