@@ -60,7 +60,8 @@ if has correctness; then
   for t in tests/gpu/*.c; do
     n=$(basename "$t" .c)
     log "$n"
-    timeout 600 "$WORK/$n" "$WORK" > "$OUT/$n.txt" 2>&1
+    # stream_interleave: ROUNDS_STREAM randomised interleavings per case and thread.
+    timeout 400 "$WORK/$n" "$WORK" "${ROUNDS_STREAM:-200}" > "$OUT/$n.txt" 2>&1
     echo "exit $?" >> "$OUT/$n.txt"
     grep -E '^\||passed|FAIL|HANG|exit' "$OUT/$n.txt" | tail -40 | tee -a "$OUT/summary.md"
   done
@@ -77,7 +78,8 @@ if has correctness; then
   for t in tests/gpu/*.py; do
     [ -f "$t" ] || continue
     log "$(basename "$t")"
-    HIPFILE_LIB="$C/libhipfile.so" PYTHONUNBUFFERED=1 timeout 300 python3 "$t" "$WORK" > "$OUT/$(basename "$t" .py).txt" 2>&1
+    HIPFILE_LIB="$C/libhipfile.so" LIBHIPFILE="$C/libhipfile.so" PYTHONUNBUFFERED=1 \
+      timeout 300 python3 "$t" "$WORK" "${ROUNDS_STREAM:-200}" > "$OUT/$(basename "$t" .py).txt" 2>&1
     echo "exit $?" | tee -a "$OUT/$(basename "$t" .py).txt"
     tail -15 "$OUT/$(basename "$t" .py).txt" >> "$OUT/summary.md"
   done

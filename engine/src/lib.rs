@@ -28,6 +28,10 @@
 //!   and device transfers) run on the caller's thread, without a worker.
 //! - [`File`] and buffer descriptions are reference counted; I/O holds a
 //!   reference, so deregistering while I/O is in flight is detectable.
+//! - Stream-ordered I/O ([`streamops`]) shares no thread with the workers: the
+//!   caller's thread enqueues the whole op on its stream, and the stream
+//!   service's threads only read and write files and store to pinned words,
+//!   so no GPU call is needed to release a parked stream.
 //! - Dropping the engine stops the workers after their in-flight work drains.
 
 pub mod api;
@@ -47,6 +51,7 @@ pub mod registry;
 pub mod ring;
 pub mod stats;
 pub mod storage;
+pub mod streamops;
 pub mod worker;
 
 pub use api::{DeviceSlice, FileHandle, HostBuffer, IoBuf, IoBufMut, IoFuture, OpenMode, ReadOp};

@@ -18,7 +18,7 @@ use crate::stats::{Stats, StatsSnapshot};
 use crate::worker::{self, WorkerHandle};
 use crate::MAX_RW_COUNT;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Direction {
@@ -276,6 +276,19 @@ fn combine(chunks: &[Outcome]) -> Result<usize> {
     Ok(total)
 }
 
+/// [`combine`] over (length, outcome) pairs: the stages of a stream op.
+pub(crate) fn combine_results(chunks: &[(usize, Option<Result<usize>>)]) -> Result<usize> {
+    let v: Vec<Outcome> = chunks
+        .iter()
+        .map(|(len, r)| Outcome {
+            len: *len,
+            result: r.clone(),
+            written: 0,
+        })
+        .collect();
+    combine(&v)
+}
+
 /// A write's result from its chunks, as pwrite reports a write that stops
 /// part way: the bytes written contiguously from the start (through the
 /// first failed chunk's own written prefix), or the error when that is none.
@@ -369,6 +382,10 @@ struct Inner {
     stream_ops: AtomicUsize,
     /// The fork generation the workers were started in ([`crate::fork`]).
     generation: u64,
+    /// Fault plans for tests, also for the stream I/O threads.
+    faults: Option<worker::FaultFactory>,
+    /// Stream-ordered I/O, made on first use.
+    streams: OnceLock<crate::streamops::StreamOps>,
 }
 
 impl Drop for Inner {
@@ -468,6 +485,8 @@ impl Engine {
                 pool,
                 stream_ops: AtomicUsize::new(0),
                 generation: crate::fork::generation(),
+                faults,
+                streams: OnceLock::new(),
             }),
         })
     }
@@ -496,6 +515,19 @@ impl Engine {
     /// the parent and do not exist here; make a new engine instead.
     pub fn is_from_before_fork(&self) -> bool {
         self.inner.generation != crate::fork::generation()
+    }
+
+    /// The engine's stream-ordered I/O (`crate::streamops`).
+    pub fn stream_ops(&self) -> &crate::streamops::StreamOps {
+        let i = &self.inner;
+        i.streams.get_or_init(|| {
+            crate::streamops::StreamOps::new(
+                &i.cfg,
+                i.gpu.clone(),
+                i.faults.clone(),
+                i.stats.clone(),
+            )
+        })
     }
 
     pub fn config(&self) -> &Config {

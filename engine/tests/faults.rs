@@ -291,7 +291,13 @@ fn failing_gpu_copies_surface_as_errors() {
                 0,
             )
         };
-        assert!(r.is_err(), "copy failure {n} hidden on write: {r:?}");
+        // A write reports what pwrite would: an error, or the short count of
+        // the chunks before the one whose copy failed (they run in parallel,
+        // so the failed copy need not be the first chunk's).
+        assert!(
+            matches!(r, Err(_)) || matches!(r, Ok(k) if k < len),
+            "copy failure {n} hidden on write: {r:?}"
+        );
         gpu.fail_next_copies(0);
         // The failed write may have written the chunks whose copies worked: restore.
         f.write_all_at(&data, 0).unwrap();
