@@ -21,6 +21,7 @@
 #   fallback       the POSIX storage backend (what serves where io_uring is
 #                  refused) beside io_uring and the copy limit, ROUNDS rounds
 #
+# PERF_ROWS=REGEX keeps the perf rows whose names match (e.g. 'copy-h2d|async').
 # BUILDS="a b" runs every perf row once per build, interleaved, with the build
 # in .carry/a, .carry/b (a before/after comparison on one instance); by
 # default the build is .carry itself.
@@ -173,7 +174,7 @@ if has perf; then
         # shellcheck disable=SC2086
         bench "$b" "$name-$r" "$prep" $args
       done
-    done < <(perf_rows)
+    done < <(perf_rows | grep -E "^(${PERF_ROWS:-.*})[^|]*\|")
   done
 fi
 
