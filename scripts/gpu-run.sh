@@ -62,7 +62,7 @@ if has correctness; then
     n=$(basename "$t" .c)
     log "$n"
     # stream_interleave: ROUNDS_STREAM randomised interleavings per case and thread.
-    timeout 400 "$WORK/$n" "$WORK" "${ROUNDS_STREAM:-200}" > "$OUT/$n.txt" 2>&1
+    timeout "${TEST_TIMEOUT:-400}" "$WORK/$n" "$WORK" "${ROUNDS_STREAM:-200}" > "$OUT/$n.txt" 2>&1
     echo "exit $?" >> "$OUT/$n.txt"
     grep -E '^\||passed|FAIL|HANG|exit' "$OUT/$n.txt" | tail -40 | tee -a "$OUT/summary.md"
   done
