@@ -444,6 +444,9 @@ fn run(o: &Options) -> Result<(), Fail> {
     let mut fh = 0usize;
     if o.ioengine.uses_hipfile() {
         engines::hipfile::driver_open().map_err(Fail::Run)?;
+        if let Some(e) = hipfile_engine::registry::driver().engine() {
+            notes.say(&format!("storage backend: {}", e.storage_backend()));
+        }
         match engines::hipfile::handle_register(fd) {
             Ok(h) => fh = h,
             Err(e) => {

@@ -117,8 +117,11 @@ pub(crate) fn device_io(gpu: &Arc<dyn Gpu>, req: &IoRequest) -> Result<usize> {
 /// A small host-memory transfer on the caller's thread: what pread/pwrite
 /// would cost, without a hand-off. Reads use the page cache when the range is
 /// resident (RWF_NOWAIT) and O_DIRECT when it is not and the request is
-/// aligned; writes go to the descriptor kind the caller opened. Each result
-/// means what [`crate::errno`] says it means.
+/// aligned; writes go to the descriptor kind the caller opened, positional
+/// whatever the descriptor's flags are now ([`crate::file::noappend_flag`]).
+/// A write that fails after part of it was written reports that part, as
+/// pwrite does (this loop writes in order, so nothing lies past it). Each
+/// result means what [`crate::errno`] says it means.
 pub(crate) fn host_io(req: &IoRequest) -> Result<usize> {
     let Memory::Host(p) = req.mem else {
         return Err(OpError::InternalError.into());
@@ -138,12 +141,12 @@ pub(crate) fn host_io(req: &IoRequest) -> Result<usize> {
         let off = req.file_offset + done as u64;
         let ptr = p + done;
         let len = size - done;
-        let direct_fd = match f.direct() {
-            Some((dfd, _)) if !no_direct && aligned(off, ptr, len) => Some(dfd),
-            _ => None,
-        };
         let v = match req.dir {
             Direction::Read => {
+                let direct_fd = match f.direct() {
+                    Some((dfd, _)) if !no_direct && aligned(off, ptr, len) => Some(dfd),
+                    _ => None,
+                };
                 let iov = libc::iovec {
                     iov_base: ptr as *mut libc::c_void,
                     iov_len: len,
@@ -181,12 +184,24 @@ pub(crate) fn host_io(req: &IoRequest) -> Result<usize> {
                 }
             }
             Direction::Write => {
+                // O_DIRECT only on a descriptor the caller opened so: a
+                // direct write beside page-cache pages of the same range
+                // makes the kernel record EIO for every later fsync. (Not
+                // asking `direct()` otherwise: it would open a descriptor.)
+                let direct_fd = (f.client_direct && !no_direct && aligned(off, ptr, len))
+                    .then(|| f.direct())
+                    .flatten();
                 let (fd, way) = match direct_fd {
-                    Some(dfd) if f.client_direct => (dfd, Way::DirectWrite),
-                    _ => (f.buffered_fd, Way::BufferedWrite),
+                    Some((dfd, _)) => (dfd, Way::DirectWrite),
+                    None => (f.buffered_fd, Way::BufferedWrite),
                 };
+                let iov = libc::iovec {
+                    iov_base: ptr as *mut libc::c_void,
+                    iov_len: len,
+                };
+                let flags = crate::file::noappend_flag();
                 // SAFETY: the caller's buffer covers [ptr, ptr + len).
-                let r = unsafe { libc::pwrite(fd, ptr as *const libc::c_void, len, off as i64) };
+                let r = unsafe { libc::pwritev2(fd, &iov, 1, off as i64, flags) };
                 verdict(way, libc_result(r), len)
             }
         };
@@ -195,7 +210,7 @@ pub(crate) fn host_io(req: &IoRequest) -> Result<usize> {
             Verdict::Eof => break,
             Verdict::Retry(errno) => {
                 if retries >= MAX_RETRIES {
-                    return Err(Error::Os(errno));
+                    return failed(req.dir, done, errno);
                 }
                 retries += 1;
             }
@@ -207,7 +222,7 @@ pub(crate) fn host_io(req: &IoRequest) -> Result<usize> {
                 );
                 no_direct = true;
             }
-            Verdict::Fail(errno) => return Err(Error::Os(errno)),
+            Verdict::Fail(errno) => return failed(req.dir, done, errno),
             Verdict::Miss => {
                 // Only a page-cache probe misses, and its miss was handled above.
                 crate::log_error!("internal error: a page-cache miss reached the inline loop");
@@ -216,4 +231,15 @@ pub(crate) fn host_io(req: &IoRequest) -> Result<usize> {
         }
     }
     Ok(done)
+}
+
+/// What a transfer that failed with `errno` after `done` bytes reports: a
+/// write the bytes it wrote (from its start), as pwrite does; a read, or a
+/// write that wrote nothing, the error.
+fn failed(dir: Direction, done: usize, errno: i32) -> Result<usize> {
+    if dir == Direction::Write && done > 0 {
+        Ok(done)
+    } else {
+        Err(Error::Os(errno))
+    }
 }

@@ -1,14 +1,20 @@
 //! hipfile-engine: GPU-direct file I/O over io_uring.
 //!
-//! This crate holds all the logic of hipfile-rs behind a safe Rust API; the
-//! `ffi` crate wraps it in the hipFile C ABI. `ARCHITECTURE.md` at the
+//! This crate holds all the logic of hipfile-rs; the `ffi` crate wraps it in
+//! the hipFile C ABI. A Rust program embeds it through the safe API of
+//! [`api`]: open files with [`Engine::open`], read into slices, owned
+//! [`HostBuffer`]s or [`DeviceSlice`]s, wait for [`IoFuture`]s, read many
+//! ranges at once with [`Engine::read_batch`]. [`Engine::read`] and the other
+//! raw entry points take addresses and are `unsafe`. `ARCHITECTURE.md` at the
 //! repository root walks through the modules in the order data meets them.
 //!
 //! # Ownership and threading rules
 //! - An [`Engine`] owns one worker thread per configured I/O thread. Each worker
 //!   owns one io_uring, a slab of bounce buffers (registered with that ring and
 //!   pinned with the GPU runtime) and, lazily, one GPU stream per device. Only
-//!   the worker touches its ring (`ring.rs`).
+//!   the worker touches its ring (`ring.rs`). Where io_uring is refused, the
+//!   ring is the POSIX backend instead, with the same interface and results
+//!   (`storage`).
 //! - A request is split into chunks aligned to the file's DIO alignment
 //!   (`request.rs`), which go in order into one queue (`queue.rs`); a worker takes the front chunk
 //!   when it can start it and holds no more than its fair share. Read chunks
@@ -23,14 +29,21 @@
 //!   and device transfers) run on the caller's thread, without a worker.
 //! - [`File`] and buffer descriptions are reference counted; I/O holds a
 //!   reference, so deregistering while I/O is in flight is detectable.
+//! - Stream-ordered I/O ([`streamops`]) shares no thread with the workers: the
+//!   caller's thread enqueues the whole op on its stream, and the stream
+//!   service's threads only read and write files and store to pinned words,
+//!   so no GPU call is needed to release a parked stream.
 //! - Dropping the engine stops the workers after their in-flight work drains.
 
+pub mod api;
 pub mod batch;
 pub mod bounce;
 pub mod config;
+pub mod config_file;
 mod errno;
 pub mod error;
 pub mod file;
+pub mod fork;
 pub mod gpu;
 mod inline;
 pub mod log;
@@ -42,8 +55,11 @@ pub mod ring;
 #[cfg(test)]
 mod scratch;
 pub mod stats;
+pub mod storage;
+pub mod streamops;
 pub mod worker;
 
+pub use api::{DeviceSlice, FileHandle, HostBuffer, IoBuf, IoBufMut, IoFuture, OpenMode, ReadOp};
 pub use config::Config;
 pub use error::{Error, OpError, Result};
 pub use file::File;

@@ -14,7 +14,7 @@ use crate::stats::{Stats, StatsSnapshot};
 use crate::worker::{self, WorkerHandle};
 use crate::MAX_RW_COUNT;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 pub use crate::request::{Completion, Direction, IoRequest, Memory, Waiter};
 
@@ -27,10 +27,23 @@ struct Inner {
     pool: Arc<worker::StreamPool>,
     /// Stream ops submitted and not finished (see [`Engine::stream_op`]).
     stream_ops: AtomicUsize,
+    /// The fork generation the workers were started in ([`crate::fork`]).
+    generation: u64,
+    /// Fault plans for tests, also for the stream I/O threads.
+    faults: worker::Faults,
+    /// Stream-ordered I/O, made on first use.
+    streams: OnceLock<crate::streamops::StreamOps>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        if self.generation != crate::fork::generation() {
+            // A child after fork(): the workers are the parent's threads and
+            // the queue's lock may be held by one of them; joining or closing
+            // would hang. Leave it all alone (crate::fork).
+            std::mem::forget(std::mem::take(&mut self.workers));
+            return;
+        }
         // Workers first (they drain the queue and destroy the streams they
         // took), then the prepared streams none of them used.
         self.queue.close();
@@ -79,6 +92,7 @@ impl Engine {
     }
 
     fn start(cfg: Config, gpu: Arc<dyn Gpu>, faults: worker::Faults) -> Result<Engine> {
+        crate::storage::announce(cfg.io_backend);
         let stats = Arc::new(Stats::default());
         let pool = Arc::new(worker::StreamPool::default());
         let cold: fn(&Chunk) -> bool = |c| c.cold;
@@ -112,6 +126,7 @@ impl Engine {
             cfg.slots_per_worker,
             gpu.name()
         );
+        crate::stats::server::watch(&stats, &cfg);
         Ok(Engine {
             inner: Arc::new(Inner {
                 cfg,
@@ -121,6 +136,9 @@ impl Engine {
                 queue,
                 pool,
                 stream_ops: AtomicUsize::new(0),
+                generation: crate::fork::generation(),
+                faults: shared.faults,
+                streams: OnceLock::new(),
             }),
         })
     }
@@ -145,8 +163,33 @@ impl Engine {
         }
     }
 
+    /// True in a child after `fork()`: this engine's workers are threads of
+    /// the parent and do not exist here; make a new engine instead.
+    pub fn is_from_before_fork(&self) -> bool {
+        self.inner.generation != crate::fork::generation()
+    }
+
+    /// The engine's stream-ordered I/O (`crate::streamops`).
+    pub fn stream_ops(&self) -> &crate::streamops::StreamOps {
+        let i = &self.inner;
+        i.streams.get_or_init(|| {
+            crate::streamops::StreamOps::new(
+                &i.cfg,
+                i.gpu.clone(),
+                i.faults.clone(),
+                i.stats.clone(),
+            )
+        })
+    }
+
     pub fn config(&self) -> &Config {
         &self.inner.cfg
+    }
+
+    /// The storage backend the workers use: io_uring, or POSIX where
+    /// io_uring is refused or `HIPFILE_IO_BACKEND=posix` asks.
+    pub fn storage_backend(&self) -> crate::storage::Backend {
+        crate::storage::choice(self.inner.cfg.io_backend).backend
     }
 
     pub fn gpu(&self) -> &Arc<dyn Gpu> {
@@ -171,9 +214,16 @@ impl Engine {
 
     /// Start `req`; `done` fires once with the byte count or the error.
     /// Sizes above MAX_RW_COUNT are clamped, as the kernel would.
-    pub fn submit(&self, req: IoRequest, done: Completion) {
+    ///
+    /// # Safety
+    /// `req.mem` names memory the engine may access for `req.size` bytes
+    /// (written by a read, read by a write) from now until `done` has fired:
+    /// host memory must stay allocated and otherwise untouched, device memory
+    /// must be an allocation of that device. [`crate::api`] is the safe form.
+    pub unsafe fn submit(&self, req: IoRequest, done: Completion) {
         // Batch and stream callers keep many requests in flight themselves:
         // whole chunks only, so a 1 MiB entry is one piece of work, not eight.
+        let done = crate::stats::record::track_submit(&req, done);
         self.submit_split(req, done, false)
     }
 
@@ -203,10 +253,9 @@ impl Engine {
         let start = req.file_offset;
         let end = start + size as u64;
         let state = Arc::new(ReqState::new(
+            &req,
             pieces(start, size, chunk).map(|(_, len)| len),
             done,
-            req.file.clone(),
-            req.cancel.clone(),
         ));
         let queued_at = std::time::Instant::now();
         let cold = self.cold_reads(&req, start, end);
@@ -267,16 +316,31 @@ impl Engine {
             Direction::Read => req.file.readable,
             Direction::Write => req.file.writable,
         };
-        if ok {
-            Ok(())
-        } else {
+        if !ok {
             // What pread/pwrite return for a descriptor of the wrong access mode.
-            Err(Error::Os(libc::EBADF))
+            return Err(Error::Os(libc::EBADF));
         }
+        if req.dir == Direction::Write {
+            req.file.check_append()?;
+        }
+        Ok(())
     }
 
     /// Synchronous transfer: returns once the bytes have landed.
-    pub fn transfer(&self, mut req: IoRequest) -> Result<usize> {
+    ///
+    /// # Safety
+    /// As for [`Engine::submit`], until this call returns.
+    pub unsafe fn transfer(&self, req: IoRequest) -> Result<usize> {
+        let call = crate::stats::Call::sync(&req);
+        // SAFETY: the caller's promise is passed on.
+        let r = unsafe { self.transfer_uncounted(req) };
+        crate::stats::record::finish(call, &r);
+        r
+    }
+
+    /// # Safety
+    /// As for [`Engine::transfer`].
+    unsafe fn transfer_uncounted(&self, mut req: IoRequest) -> Result<usize> {
         let fsync_fd = (req.dir == Direction::Write && self.inner.cfg.write_sync)
             .then_some(req.file.buffered_fd);
         req.durable = fsync_fd.is_some();
@@ -286,6 +350,7 @@ impl Engine {
         let host = matches!(req.mem, Memory::Host(_));
         let host_read = auto && host && req.dir == Direction::Read && req.size <= max;
         let n = if host_read || (small && host) {
+            crate::stats::served_inline();
             self.check_access(&req)?;
             let _busy = crate::file::InflightGuard::new(&req.file);
             let n = crate::inline::host_io(&req)?;
@@ -296,6 +361,7 @@ impl Engine {
             && (self.inner.stream_ops.load(Ordering::Acquire) == 0
                 || crate::inline::ready_for(&self.inner.gpu, &req.mem))
         {
+            crate::stats::served_inline();
             self.check_access(&req)?;
             let _busy = crate::file::InflightGuard::new(&req.file);
             let n = crate::inline::device_io(&self.inner.gpu, &req)?;
@@ -317,39 +383,53 @@ impl Engine {
         Ok(n)
     }
 
-    pub fn read(
+    /// Synchronous read of `size` bytes at `mem`.
+    ///
+    /// # Safety
+    /// As for [`Engine::transfer`].
+    pub unsafe fn read(
         &self,
         file: &Arc<File>,
         mem: Memory,
         size: usize,
         file_offset: u64,
     ) -> Result<usize> {
-        self.transfer(IoRequest {
-            file: file.clone(),
-            dir: Direction::Read,
-            mem,
-            size,
-            file_offset,
-            cancel: None,
-            durable: false,
-        })
+        // SAFETY: the caller's promise for `mem` is passed on.
+        unsafe {
+            self.transfer(IoRequest {
+                file: file.clone(),
+                dir: Direction::Read,
+                mem,
+                size,
+                file_offset,
+                cancel: None,
+                durable: false,
+            })
+        }
     }
 
-    pub fn write(
+    /// Synchronous write of `size` bytes at `mem`.
+    ///
+    /// # Safety
+    /// As for [`Engine::transfer`].
+    pub unsafe fn write(
         &self,
         file: &Arc<File>,
         mem: Memory,
         size: usize,
         file_offset: u64,
     ) -> Result<usize> {
-        self.transfer(IoRequest {
-            file: file.clone(),
-            dir: Direction::Write,
-            mem,
-            size,
-            file_offset,
-            cancel: None,
-            durable: false,
-        })
+        // SAFETY: the caller's promise for `mem` is passed on.
+        unsafe {
+            self.transfer(IoRequest {
+                file: file.clone(),
+                dir: Direction::Write,
+                mem,
+                size,
+                file_offset,
+                cancel: None,
+                durable: false,
+            })
+        }
     }
 }

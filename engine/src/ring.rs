@@ -341,14 +341,21 @@ fn build_sqe(op: &Op) -> squeue::Entry {
             len,
             offset,
             fixed,
-        } => match fixed {
-            Some(idx) => opcode::WriteFixed::new(types::Fd(fd), buf, len, idx)
-                .offset(offset)
-                .build(),
-            None => opcode::Write::new(types::Fd(fd), buf, len)
-                .offset(offset)
-                .build(),
-        },
+        } => {
+            // Positional even if the descriptor has gained O_APPEND since its
+            // registration (see crate::file::noappend_flag).
+            let flags = crate::file::noappend_flag();
+            match fixed {
+                Some(idx) => opcode::WriteFixed::new(types::Fd(fd), buf, len, idx)
+                    .offset(offset)
+                    .rw_flags(flags)
+                    .build(),
+                None => opcode::Write::new(types::Fd(fd), buf, len)
+                    .offset(offset)
+                    .rw_flags(flags)
+                    .build(),
+            }
+        }
         Op::Fsync { fd, datasync } => {
             let f = if datasync {
                 types::FsyncFlags::DATASYNC
@@ -373,6 +380,74 @@ impl Drop for Ring {
             sink.clear();
             rounds += 1;
         }
+    }
+}
+
+/// Why io_uring cannot serve the workers in this process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unusable {
+    /// A system call failed: which one, and its errno.
+    Refused { call: &'static str, errno: i32 },
+    /// The kernel's io_uring lacks operations the workers submit.
+    MissingOps(Vec<&'static str>),
+}
+
+/// Whether io_uring can serve the workers: a ring can be set up, the kernel
+/// runs every opcode the workers submit, and a submission completes (a
+/// sandbox may allow `io_uring_setup` but refuse `io_uring_enter`, or
+/// emulate io_uring with a few opcodes only, as gVisor does where its
+/// io_uring is enabled at all). Called once per process by [`crate::storage`].
+pub fn probe() -> Result<(), Unusable> {
+    let refused = |call: &'static str, e: io::Error| Unusable::Refused {
+        call,
+        errno: e.raw_os_error().unwrap_or(libc::EIO),
+    };
+    let mut uring = IoUring::new(8).map_err(|e| refused("io_uring_setup", e))?;
+    let mut ops = io_uring::Probe::new();
+    uring
+        .submitter()
+        .register_probe(&mut ops)
+        .map_err(|e| refused("io_uring_register", e))?;
+    let missing: Vec<&'static str> = [
+        (opcode::Read::CODE, "READ"),
+        (opcode::Write::CODE, "WRITE"),
+        (opcode::ReadFixed::CODE, "READ_FIXED"),
+        (opcode::WriteFixed::CODE, "WRITE_FIXED"),
+        (opcode::Fsync::CODE, "FSYNC"),
+    ]
+    .into_iter()
+    .filter(|&(code, _)| !ops.is_supported(code))
+    .map(|(_, name)| name)
+    .collect();
+    if !missing.is_empty() {
+        return Err(Unusable::MissingOps(missing));
+    }
+    let nop = opcode::Nop::new().build().user_data(1);
+    // SAFETY: a NOP names no memory.
+    if unsafe { uring.submission().push(&nop) }.is_err() {
+        return Err(Unusable::Refused {
+            call: "io_uring_enter",
+            errno: libc::EBUSY,
+        });
+    }
+    loop {
+        match uring.submit_and_wait(1) {
+            Ok(_) => break,
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+            Err(e) => return Err(refused("io_uring_enter", e)),
+        }
+    }
+    let result = uring.completion().next().map(|c| c.result());
+    match result {
+        Some(0) => Ok(()),
+        Some(r) => Err(Unusable::Refused {
+            call: "io_uring_enter",
+            errno: -r,
+        }),
+        None => Err(Unusable::Refused {
+            call: "io_uring_enter",
+            errno: libc::EIO,
+        }),
     }
 }
 

@@ -5,146 +5,15 @@
 
 #![allow(clippy::undocumented_unsafe_blocks)] // every call here is an unsafe C entry point on test-owned locals
 
-use hipfile::types::{HandleUnion, HipFileDescr, HipFileIoEvents, HipFileIoParams};
+mod common;
+
+use common::*;
+use hipfile::types::{HipFileIoEvents, HipFileIoParams};
 use hipfile::*;
-use hipfile_engine::gpu::testgpu::TestGpu;
 use hipfile_engine::gpu::{Gpu, Stream};
-use hipfile_engine::registry::driver;
 use std::ffi::c_void;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
-
-static LOCK: Mutex<()> = Mutex::new(());
-static GPU: OnceLock<Arc<TestGpu>> = OnceLock::new();
-
-fn setup() -> (MutexGuard<'static, ()>, Arc<TestGpu>) {
-    let g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    let gpu = GPU
-        .get_or_init(|| {
-            let gpu = Arc::new(TestGpu::new(2));
-            driver().set_gpu_override(Some(gpu.clone() as Arc<dyn Gpu>));
-            gpu
-        })
-        .clone();
-    while hipFileUseCount() > 0 {
-        hipFileDriverClose();
-    }
-    assert_eq!(hipFileDriverOpen().err, 0);
-    (g, gpu)
-}
-
-fn teardown() {
-    while hipFileUseCount() > 0 {
-        hipFileDriverClose();
-    }
-}
-
-fn pattern(n: usize, salt: u8) -> Vec<u8> {
-    (0..n)
-        .map(|i| ((i as u32).wrapping_mul(2654435761) >> 11) as u8 ^ salt)
-        .collect()
-}
-
-struct TestFile {
-    file: std::fs::File,
-    path: std::path::PathBuf,
-    data: Vec<u8>,
-    fh: *mut c_void,
-}
-
-impl TestFile {
-    fn new(name: &str, len: usize) -> TestFile {
-        let dir = std::env::var("HIPFILE_TEST_DIR")
-            .map(Into::into)
-            .unwrap_or_else(|_| std::env::temp_dir());
-        std::fs::create_dir_all(&dir).unwrap();
-        let path: std::path::PathBuf = dir.join(format!("{name}-{}", std::process::id()));
-        let data = pattern(len, name.len() as u8);
-        std::fs::write(&path, &data).unwrap();
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .unwrap();
-        let mut d = HipFileDescr {
-            kind: 1,
-            handle: HandleUnion {
-                fd: file.as_raw_fd(),
-            },
-            fs_ops: std::ptr::null(),
-        };
-        let mut fh = std::ptr::null_mut();
-        // SAFETY: valid pointers to local storage.
-        let e = unsafe { hipFileHandleRegister(&mut fh, &mut d) };
-        assert_eq!(e.err, 0);
-        TestFile {
-            file,
-            path,
-            data,
-            fh,
-        }
-    }
-}
-
-impl Drop for TestFile {
-    fn drop(&mut self) {
-        hipFileHandleDeregister(self.fh);
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-/// A pinned host word a test uses to hold a stream (the cuStreamWaitValue32 pattern).
-struct Gate {
-    word: Box<AtomicU32>,
-    gpu: Arc<TestGpu>,
-}
-
-impl Drop for Gate {
-    fn drop(&mut self) {
-        // SAFETY: registered in `new`; streams were synchronised before the drop.
-        let _ = unsafe { self.gpu.host_unregister(self.word.as_ptr().cast()) };
-    }
-}
-
-impl Gate {
-    fn new(gpu: &Arc<TestGpu>) -> Gate {
-        let word = Box::new(AtomicU32::new(0));
-        // SAFETY: the box outlives every wait (the test synchronises streams first).
-        unsafe { gpu.host_register(word.as_ptr().cast(), 4).unwrap() };
-        Gate {
-            word,
-            gpu: gpu.clone(),
-        }
-    }
-    fn hold(&self, gpu: &TestGpu, s: Stream) {
-        // SAFETY: registered above.
-        unsafe { gpu.stream_wait_value32(s, self.word.as_ptr(), 1).unwrap() };
-    }
-    fn release(&self) {
-        self.word.store(1, Ordering::Release);
-    }
-}
-
-fn sptr(s: Stream) -> *mut c_void {
-    s.0 as *mut c_void
-}
-
-#[allow(clippy::too_many_arguments)]
-fn read_async(
-    fh: *mut c_void,
-    buf: u64,
-    size: &mut usize,
-    foff: &mut i64,
-    boff: &mut i64,
-    bytes: &mut isize,
-    s: *mut c_void,
-) -> i32 {
-    // SAFETY: all pointers are to live locals that outlive the stream op (synchronised).
-    unsafe { hipFileReadAsync(fh, buf as *mut c_void, size, foff, boff, bytes, s) }.err
-}
 
 #[test]
 fn all_16_flag_combinations_bind_at_the_right_time() {
@@ -913,67 +782,6 @@ fn device_one_buffers_leave_the_callers_current_device_alone() {
         "a stream op changed the caller's device"
     );
     assert_eq!(hipFileBufDeregister(dev1 as *const c_void).err, 0);
-    drop(tf);
-    teardown();
-}
-
-/// On the H200, creating a stream while another stream was parked by a stream
-/// op could spin forever inside `cuStreamCreate`. The library's own threads,
-/// and a small synchronous device read on a thread with no stream of its own
-/// yet, must not create one while a stream op is outstanding.
-#[test]
-fn no_stream_is_created_while_a_stream_op_is_outstanding() {
-    let (_g, gpu) = setup();
-    let tf = TestFile::new("parked", 4 << 20);
-    let dev = gpu.device_alloc(0, 4 << 20).unwrap();
-    let s = gpu.stream_create(0).unwrap();
-    let gate = Gate::new(&gpu);
-    gate.hold(&gpu, s);
-    let before = gpu.streams_created_while_parked().len();
-    let (mut size, mut foff, mut boff, mut bytes) = (1usize << 20, 8192i64, 0i64, 0isize);
-    assert_eq!(
-        read_async(
-            tf.fh,
-            dev,
-            &mut size,
-            &mut foff,
-            &mut boff,
-            &mut bytes,
-            sptr(s)
-        ),
-        0
-    );
-    // The first op on a device made the workers' streams, on this thread.
-    let (fh, want) = (tf.fh as usize, tf.data[4096..8192].to_vec());
-    let reader = std::thread::Builder::new()
-        .name("small-reader".into())
-        .spawn(move || {
-            hipFileRead(
-                fh as *mut c_void,
-                (dev + (2 << 20)) as *mut c_void,
-                4096,
-                4096,
-                0,
-            )
-        })
-        .unwrap();
-    assert_eq!(reader.join().unwrap(), 4096);
-    assert!(gpu.read_device(dev + (2 << 20), 4096) == want);
-    // A sync read from the worker path (large) while the op is still held.
-    let n = hipFileRead(tf.fh, (dev + (3 << 20)) as *mut c_void, 1 << 20, 0, 0);
-    assert_eq!(n, 1 << 20);
-    assert_eq!(bytes, 0, "the held op ran early");
-    gate.release();
-    gpu.stream_synchronize(s).unwrap();
-    assert_eq!(bytes, 1 << 20);
-    assert!(gpu.read_device(dev, 1 << 20) == tf.data[8192..8192 + (1 << 20)]);
-    let late: Vec<String> = gpu.streams_created_while_parked()[before..]
-        .iter()
-        .filter(|n| n.starts_with("hipfile") || n.as_str() == "small-reader")
-        .cloned()
-        .collect();
-    assert!(late.is_empty(), "streams created while parked by {late:?}");
-    gpu.stream_destroy(s);
     drop(tf);
     teardown();
 }

@@ -1,7 +1,9 @@
-//! Fault injection on the stream (async) path through the C ABI: seeded ring
-//! faults under hipFileReadAsync/WriteAsync on test-double streams. Every op
-//! ends with the right count and bytes, or a negative *bytes_p — and failures
-//! never outnumber the hard faults injected. HIPFILE_FAULT_SEED reproduces one seed.
+//! Fault injection on the stream (async) path through the C ABI: seeded
+//! faults (the engine's fault plans, applied to every read and write of the
+//! stream I/O threads) under hipFileReadAsync/WriteAsync on test-double
+//! streams. Every op ends with the right count and bytes, or a negative
+//! *bytes_p — and failures never outnumber the hard faults injected.
+//! HIPFILE_FAULT_SEED reproduces one seed.
 //! `HIPFILE_TEST_GPU=cuda` runs the same ops on a real GPU's streams and memory.
 
 #![allow(clippy::undocumented_unsafe_blocks)] // every call here is an unsafe C entry point on test-owned locals
@@ -71,9 +73,8 @@ fn stream_ops_under_seeded_faults() {
                 )
             })
             .collect();
-        // Ops 0..12 read, 12..16 write the bytes that are in device memory. The
-        // source bytes go in first: the helper makes a stream, which must not
-        // happen while a stream op parks a stream (see async_batch.rs).
+        // Ops 0..12 read, 12..16 write the bytes that are in device memory,
+        // which go in first.
         for (i, q) in p.iter().enumerate().skip(12) {
             write_device(gpu.inner().as_ref(), 0, dev + q.2 as u64, &[i as u8; 65536]).unwrap();
         }
@@ -103,6 +104,18 @@ fn stream_ops_under_seeded_faults() {
             let (size, foff, boff, bytes) = *q;
             if bytes < 0 {
                 failed += 1;
+                continue;
+            }
+            if i >= 12 && (bytes as usize) < size {
+                // A write that failed part way reports what it wrote, as
+                // pwrite does; that counts as a failure to the fault budget.
+                failed += 1;
+                let mut back = vec![0u8; bytes as usize];
+                f.read_exact_at(&mut back, foff as u64).unwrap();
+                assert!(
+                    back.iter().all(|&b| b == i as u8),
+                    "seed {seed} op {i}: the file lacks the {bytes} bytes reported"
+                );
                 continue;
             }
             assert_eq!(
@@ -136,8 +149,8 @@ fn stream_ops_under_seeded_faults() {
         unsafe { gpu.device_free(dev).unwrap() };
     }
     if let Some(t) = &double {
-        // The library must not create streams while it has a stream parked
-        // (the test's own helpers do, on this thread; that is the user's risk).
+        // Stream ops make no GPU call off the caller's thread, so no library
+        // thread creates a stream while one is parked.
         let ours: Vec<String> = t
             .streams_created_while_parked()
             .into_iter()

@@ -42,7 +42,12 @@ impl RawEngine {
         let entries = (slots as u32)
             .next_power_of_two()
             .clamp(8, MAX_RING_ENTRIES);
-        let ring = IoUring::new(entries).map_err(|e| format!("io_uring_setup({entries}): {e}"))?;
+        let ring = IoUring::new(entries).map_err(|e| {
+            format!(
+                "io_uring_setup({entries}): {e}: raw measures io_uring, which this process may \
+                 not use (the hipfile engines work here through their POSIX backend)"
+            )
+        })?;
         let mut fixed = false;
         if register && slots <= MAX_FIXED_BUFFERS && slot_bytes <= MAX_FIXED_BUFFER_BYTES {
             let iovs: Vec<libc::iovec> = (0..slots)

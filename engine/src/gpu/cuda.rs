@@ -27,7 +27,9 @@
 //! created in the calling thread's current context, so create it on a thread
 //! bound to the device of the streams it will be recorded on.
 
-use super::{DevPtr, Event, Gpu, GpuError, GpuResult, HtodCopy, MemKind, PtrInfo, Stream};
+use super::{
+    CopyDesc, DevPtr, Event, Gpu, GpuError, GpuResult, HtodCopy, MemKind, PtrInfo, Stream,
+};
 use cudarc::driver::sys;
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -54,6 +56,19 @@ fn check(call: &'static str, r: sys::CUresult) -> GpuResult<()> {
             code: r as i32,
         })
     }
+}
+
+/// The device address of registered (mapped) host memory, in the current context.
+///
+/// # Safety
+/// `host` must lie in memory registered with `host_register` (DEVICEMAP).
+unsafe fn mapped(host: *const c_void) -> GpuResult<sys::CUdeviceptr> {
+    let mut d: sys::CUdeviceptr = 0;
+    // SAFETY: the caller's promise; out-pointer to a live local.
+    check("cuMemHostGetDevicePointer_v2", unsafe {
+        sys::cuMemHostGetDevicePointer_v2(&mut d, host as *mut c_void, 0)
+    })?;
+    Ok(d)
 }
 
 fn is_code(e: &GpuError, r: sys::CUresult) -> bool {
@@ -101,6 +116,24 @@ pub fn htod_batch_attributes() -> sys::CUmemcpyAttributes {
     }
 }
 
+/// The described-copy kernel (`place.ptx`), NUL-terminated for `cuModuleLoadData`.
+const PLACE_PTX: &str = concat!(include_str!("place.ptx"), "\0");
+/// Its entry point.
+const PLACE_ENTRY: &std::ffi::CStr = c"hipfile_place";
+/// Threads per block of the place kernel.
+const PLACE_BLOCK: c_uint = 256;
+/// Blocks per multiprocessor: two blocks of 256 threads keep a copy of a
+/// few MiB memory-bound without waiting on one block's tail.
+const PLACE_BLOCKS_PER_SM: c_int = 2;
+
+/// The place kernel loaded into one context.
+#[derive(Clone, Copy)]
+struct PlaceKernel {
+    module: usize,
+    func: usize,
+    grid: c_uint,
+}
+
 /// The CUDA driver runtime.
 pub struct CudaGpu {
     id: u64,
@@ -114,6 +147,8 @@ pub struct CudaGpu {
     /// False once `cuMemcpyBatchAsync` said it is not supported here: copies
     /// are then queued one by one.
     batch_copies: AtomicBool,
+    /// The place kernel of each context it was loaded into (by context).
+    kernels: Mutex<HashMap<usize, PlaceKernel>>,
 }
 
 /// Refuse drivers older than the bindings before cudarc can panic on a missing
@@ -187,12 +222,16 @@ impl CudaGpu {
                 "libcuda could not be bound (missing entry points)".into(),
             ));
         }
-        // Stream-ordered I/O parks user streams with cuStreamWaitValue32. CUDA
-        // maps streams onto CUDA_DEVICE_MAX_CONNECTIONS hardware queues (8 by
-        // default); a worker stream that shares a queue with a parked stream
-        // cannot run the copy that would release it. 32 (the maximum) keeps
-        // 12 worker streams and 20 user streams on queues of their own. It only
-        // takes effect if no context exists yet; an explicit setting wins.
+        // CUDA maps streams onto CUDA_DEVICE_MAX_CONNECTIONS hardware queues
+        // (8 by default), and work behind a stream parked in
+        // cuStreamWaitValue32 on a shared queue waits with it. Stream I/O
+        // does not depend on this for progress (a parked stream is released
+        // by host stores alone; see streamops), but every stage of a stream
+        // op parks its stream until its bytes are read, so with few queues
+        // concurrent stream ops and the workers' copies would wait behind
+        // each other's stages. 32 (the maximum) gives the 16 worker streams
+        // and up to 16 user streams queues of their own. It only takes effect
+        // if no context exists yet; an explicit setting wins.
         if std::env::var_os("CUDA_DEVICE_MAX_CONNECTIONS").is_none() {
             std::env::set_var("CUDA_DEVICE_MAX_CONNECTIONS", "32");
         }
@@ -226,6 +265,7 @@ impl CudaGpu {
             retain_lock: Mutex::new(()),
             streams: RwLock::new(HashMap::new()),
             batch_copies: AtomicBool::new(true),
+            kernels: Mutex::new(HashMap::new()),
         })
     }
 
@@ -348,6 +388,82 @@ impl CudaGpu {
         }
     }
 
+    /// The context `stream` runs in (the calling thread's for the
+    /// context-relative handles).
+    fn ctx_of(&self, stream: Stream) -> GpuResult<usize> {
+        match self.stream_ctx(stream)? {
+            Some(StreamInfoOrCtx::Ours(info)) => Ok(info.ctx),
+            Some(StreamInfoOrCtx::User(ctx)) => Ok(ctx),
+            None => self.in_any_ctx(|| self.current_ctx()),
+        }
+    }
+
+    /// Enqueue a cuStreamWaitValue32 on the word at `host_addr` with `flags`.
+    ///
+    /// # Safety
+    /// As for [`Gpu::stream_wait_value32`].
+    unsafe fn wait_value(
+        &self,
+        stream: Stream,
+        host_addr: *mut u32,
+        value: u32,
+        flags: sys::CUstreamWaitValue_flags,
+    ) -> GpuResult<()> {
+        self.in_stream_ctx(stream, || {
+            // SAFETY: the caller promised `host_addr` is registered host
+            // memory that outlives the wait.
+            let d = unsafe { mapped(host_addr as *const c_void) }?;
+            // SAFETY: `d` is the device address of that word in the stream's context.
+            check("cuStreamWaitValue32_v2", unsafe {
+                sys::cuStreamWaitValue32_v2(stream.0 as sys::CUstream, d, value, flags as c_uint)
+            })
+        })
+    }
+
+    /// Load the place kernel into `ctx` (a primary context), once.
+    fn load_place_kernel(&self, ctx: usize) -> GpuResult<PlaceKernel> {
+        let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(k) = kernels.get(&ctx) {
+            return Ok(*k);
+        }
+        let device = self.ctx_device(ctx)?;
+        let k = self.in_ctx(ctx, || {
+            let mut module: sys::CUmodule = std::ptr::null_mut();
+            // SAFETY: PLACE_PTX is NUL-terminated PTX text; out-pointer to a live local.
+            check("cuModuleLoadData", unsafe {
+                sys::cuModuleLoadData(&mut module, PLACE_PTX.as_ptr() as *const c_void)
+            })?;
+            let mut func: sys::CUfunction = std::ptr::null_mut();
+            // SAFETY: `module` was just loaded; the name is NUL-terminated.
+            let found = check("cuModuleGetFunction", unsafe {
+                sys::cuModuleGetFunction(&mut func, module, PLACE_ENTRY.as_ptr())
+            });
+            let mut sms: c_int = 0;
+            let counted = found.and_then(|()| {
+                // SAFETY: out-pointer to a live local; `devices[device]` came from cuDeviceGet.
+                check("cuDeviceGetAttribute", unsafe {
+                    sys::cuDeviceGetAttribute(
+                        &mut sms,
+                        sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                        self.devices[device as usize],
+                    )
+                })
+            });
+            if let Err(e) = counted {
+                // SAFETY: loaded above and not used by anything.
+                unsafe { sys::cuModuleUnload(module) };
+                return Err(e);
+            }
+            Ok(PlaceKernel {
+                module: module as usize,
+                func: func as usize,
+                grid: (sms.max(1) * PLACE_BLOCKS_PER_SM) as c_uint,
+            })
+        })?;
+        kernels.insert(ctx, k);
+        Ok(k)
+    }
+
     /// The device ordinal of a context.
     fn ctx_device(&self, ctx: usize) -> GpuResult<i32> {
         if let Some(i) = self
@@ -417,6 +533,20 @@ fn known_range(a: &RawAttrs, ptr: u64) -> Option<(u64, u64)> {
 
 impl Drop for CudaGpu {
     fn drop(&mut self) {
+        let kernels: Vec<(usize, PlaceKernel)> = self
+            .kernels
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .collect();
+        for (ctx, k) in kernels {
+            let _ = self.in_ctx(ctx, || {
+                // SAFETY: loaded once by `load_place_kernel`, unloaded once here.
+                check("cuModuleUnload", unsafe {
+                    sys::cuModuleUnload(k.module as sys::CUmodule)
+                })
+            });
+        }
         let streams: Vec<(usize, StreamInfo)> = self
             .streams
             .get_mut()
@@ -781,19 +911,9 @@ impl Gpu for CudaGpu {
         host_addr: *mut u32,
         value: u32,
     ) -> GpuResult<()> {
-        self.in_stream_ctx(stream, || {
-            let mut d: sys::CUdeviceptr = 0;
-            // SAFETY: the caller promised `host_addr` is registered host
-            // memory that outlives the wait; out-pointer to a live local.
-            check("cuMemHostGetDevicePointer_v2", unsafe {
-                sys::cuMemHostGetDevicePointer_v2(&mut d, host_addr as *mut c_void, 0)
-            })?;
-            let flags = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as c_uint;
-            // SAFETY: `d` is the device address of that word in the stream's context.
-            check("cuStreamWaitValue32_v2", unsafe {
-                sys::cuStreamWaitValue32_v2(stream.0 as sys::CUstream, d, value, flags)
-            })
-        })
+        let geq = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ;
+        // SAFETY: the caller's promise is passed on.
+        unsafe { self.wait_value(stream, host_addr, value, geq) }
     }
 
     unsafe fn stream_write_value32(
@@ -803,14 +923,89 @@ impl Gpu for CudaGpu {
         value: u32,
     ) -> GpuResult<()> {
         self.in_stream_ctx(stream, || {
-            let mut d: sys::CUdeviceptr = 0;
             // SAFETY: as for `stream_wait_value32`.
-            check("cuMemHostGetDevicePointer_v2", unsafe {
-                sys::cuMemHostGetDevicePointer_v2(&mut d, host_addr as *mut c_void, 0)
-            })?;
+            let d = unsafe { mapped(host_addr as *const c_void) }?;
             // SAFETY: `d` is the device address of that word in the stream's context.
             check("cuStreamWriteValue32_v2", unsafe {
                 sys::cuStreamWriteValue32_v2(stream.0 as sys::CUstream, d, value, 0)
+            })
+        })
+    }
+
+    unsafe fn stream_wait_value32_eq(
+        &self,
+        stream: Stream,
+        host_addr: *mut u32,
+        value: u32,
+    ) -> GpuResult<()> {
+        let eq = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_EQ;
+        // SAFETY: the caller's promise is passed on.
+        unsafe { self.wait_value(stream, host_addr, value, eq) }
+    }
+
+    fn stream_id(&self, stream: Stream) -> GpuResult<u64> {
+        let mut id: std::ffi::c_ulonglong = 0;
+        self.in_stream_ctx(stream, || {
+            // SAFETY: a live stream handle (trait contract) or a
+            // context-relative one, whose context is current; out-pointer to a live local.
+            check("cuStreamGetId", unsafe {
+                sys::cuStreamGetId(stream.0 as sys::CUstream, &mut id)
+            })
+        })?;
+        Ok(id)
+    }
+
+    fn described_copies(&self) -> bool {
+        true
+    }
+
+    fn prepare_described_copies(&self, stream: Stream) -> GpuResult<()> {
+        let ctx = self.ctx_of(stream)?;
+        // The staging memory of stream I/O comes from the device's primary
+        // context (the runtime API's); a kernel in another context of the
+        // same device could not address it.
+        let device = self.ctx_device(ctx)?;
+        if self.ctx(device)? != ctx {
+            return Err(GpuError::InvalidValue(
+                "stream I/O needs a stream of the device's primary context",
+            ));
+        }
+        self.load_place_kernel(ctx).map(|_| ())
+    }
+
+    unsafe fn copy_described_async(&self, desc: *const CopyDesc, stream: Stream) -> GpuResult<()> {
+        let ctx = self.ctx_of(stream)?;
+        let k = self
+            .kernels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&ctx)
+            .copied()
+            .ok_or(GpuError::InvalidValue(
+                "described copies were not prepared for this stream's context",
+            ))?;
+        self.in_ctx(ctx, || {
+            // SAFETY: the caller promised `desc` lies in registered host
+            // memory that outlives the copy.
+            let mut d = unsafe { mapped(desc as *const c_void) }?;
+            let mut params = [&mut d as *mut sys::CUdeviceptr as *mut c_void];
+            // SAFETY: `k.func` is the place kernel of this context, whose one
+            // parameter is a u64 (the descriptor's device address), passed by
+            // pointer as cuLaunchKernel requires; its shared memory is static.
+            check("cuLaunchKernel", unsafe {
+                sys::cuLaunchKernel(
+                    k.func as sys::CUfunction,
+                    k.grid,
+                    1,
+                    1,
+                    PLACE_BLOCK,
+                    1,
+                    1,
+                    0,
+                    stream.0 as sys::CUstream,
+                    params.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                )
             })
         })
     }
@@ -831,6 +1026,138 @@ mod tests {
                     GpuError::NotPresent(_) | GpuError::Driver { .. }
                 ));
             }
+        }
+    }
+
+    /// The byte offsets the place kernel (place.ptx) copies, computed as its
+    /// PTX does: vector body [vstart, vend) when dst and src are congruent
+    /// modulo 16, bytes for the rest, every index strided over `threads`.
+    fn place_offsets(dst: u64, src: u64, len: u64, threads: u64) -> Vec<u64> {
+        let congruent = (dst ^ src) & 15 == 0;
+        let head = (dst & 15).wrapping_neg() & 15;
+        let (vstart, nvec) = if congruent {
+            let v = head.min(len);
+            (v, (len - v) >> 4)
+        } else {
+            (0, 0)
+        };
+        let vend = vstart + 16 * nvec;
+        let outside = len - vend + vstart;
+        let mut out = Vec::new();
+        for t in 0..threads {
+            let mut j = t;
+            while j < nvec {
+                let off = vstart + 16 * j;
+                assert_eq!((dst + off) % 16, 0, "a vector store is not 16-byte aligned");
+                out.extend(off..off + 16);
+                j += threads;
+            }
+            let mut j = t;
+            while j < outside {
+                out.push(if j < vstart { j } else { vend + (j - vstart) });
+                j += threads;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_place_kernels_index_math_copies_every_byte_once() {
+        for len in (0..100).chain([4095, 4096, 4097, 65536 + 3]) {
+            for d in 0..16u64 {
+                for s in [0u64, 1, 3, 8, 15] {
+                    for threads in [1u64, 7, 64] {
+                        let (dst, src) = (0x1000 + d, 0x9000 + (d + s) % 16);
+                        let mut offs = place_offsets(dst, src, len, threads);
+                        offs.sort_unstable();
+                        assert!(
+                            offs.iter().copied().eq(0..len),
+                            "dst {dst:#x} src {src:#x} len {len} threads {threads}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The place kernel on a real device: the descriptor, written after the
+    /// launch was enqueued behind a wait, decides what is copied; aligned
+    /// and unaligned ranges. Ignored without a GPU.
+    #[test]
+    #[ignore = "needs a CUDA device (scripts/gpu-run.sh runs it with --include-ignored)"]
+    fn the_place_kernel_copies_what_the_descriptor_says_when_it_runs() {
+        use std::sync::atomic::AtomicU32;
+        let gpu = CudaGpu::load().unwrap_or_else(|e| panic!("no usable CUDA device: {e}"));
+        let n = (4 << 20) + 4096;
+        let a = gpu.device_alloc(0, n).unwrap();
+        let b = gpu.device_alloc(0, n).unwrap();
+        let s = gpu.stream_create(0).unwrap();
+        gpu.prepare_described_copies(s).unwrap();
+        // Pinned: the source pattern, the read-back, a zero page, the gate
+        // word and the descriptor.
+        let mut host = vec![0u8; 3 * n + 4096];
+        let base = host.as_mut_ptr();
+        // SAFETY: `host` outlives the registration (unregistered below).
+        unsafe { gpu.host_register(base, host.len()) }.unwrap();
+        for (i, x) in host[..n].iter_mut().enumerate() {
+            *x = (i * 131 + i / 7) as u8;
+        }
+        // 64-byte aligned within the last 4 KiB of the buffer.
+        let tail = (base as usize + 3 * n).next_multiple_of(64);
+        let gate = tail as *mut AtomicU32;
+        let desc = (tail + 64) as *mut CopyDesc;
+        // SAFETY: inside the registered buffer; the stream is synchronised
+        // before the CPU reads or rewrites anything it uses.
+        unsafe {
+            gpu.copy_htod_async(a, base, n, s).unwrap();
+            gpu.stream_synchronize(s).unwrap();
+        }
+        let cases = [
+            (0, 0, 4 << 20),
+            (3, 3, (1 << 20) + 5),
+            (1, 2, 100_000),
+            (16, 0, 17),
+            (5, 5, 0),
+            (0, 0, 15),
+            (7, 7, 40),
+            (4095, 1, 4096),
+        ];
+        for (round, &(doff, soff, len)) in cases.iter().enumerate() {
+            let v = round as u32 + 1;
+            // SAFETY: as above; the zero page is host[2n..3n].
+            unsafe {
+                gpu.copy_htod_async(b, base.add(2 * n), n, s).unwrap();
+                gpu.stream_wait_value32_eq(s, (*gate).as_ptr(), v).unwrap();
+                gpu.copy_described_async(desc, s).unwrap();
+                gpu.copy_dtoh_async(base.add(n), b, n, s).unwrap();
+                desc.write_volatile(CopyDesc {
+                    dst: b + doff,
+                    src: a + soff,
+                    len,
+                    reserved: 0,
+                });
+                (*gate).store(v, Ordering::Release);
+            }
+            gpu.stream_synchronize(s).unwrap();
+            let (doff, soff, len) = (doff as usize, soff as usize, len as usize);
+            let got = &host[n..2 * n];
+            assert!(got[..doff].iter().all(|&x| x == 0), "case {round}: before");
+            assert!(
+                got[doff..doff + len] == host[soff..soff + len],
+                "case {round}: copied bytes"
+            );
+            assert!(
+                got[doff + len..].iter().all(|&x| x == 0),
+                "case {round}: after"
+            );
+        }
+        gpu.stream_destroy(s);
+        // SAFETY: registered above; no copy uses it any more.
+        unsafe { gpu.host_unregister(base) }.unwrap();
+        // SAFETY: allocated above; nothing uses them any more.
+        unsafe {
+            gpu.device_free(a).unwrap();
+            gpu.device_free(b).unwrap();
         }
     }
 

@@ -160,6 +160,34 @@ impl Gpu for FlakyGpu {
         // SAFETY: as above.
         unsafe { self.inner.stream_write_value32(stream, host_addr, value) }
     }
+    unsafe fn stream_wait_value32_eq(
+        &self,
+        stream: Stream,
+        host_addr: *mut u32,
+        value: u32,
+    ) -> GpuResult<()> {
+        // SAFETY: as above.
+        unsafe { self.inner.stream_wait_value32_eq(stream, host_addr, value) }
+    }
+    fn stream_id(&self, stream: Stream) -> GpuResult<u64> {
+        self.inner.stream_id(stream)
+    }
+    fn described_copies(&self) -> bool {
+        self.inner.described_copies()
+    }
+    fn prepare_described_copies(&self, stream: Stream) -> GpuResult<()> {
+        self.inner.prepare_described_copies(stream)
+    }
+    unsafe fn copy_described_async(&self, desc: *const CopyDesc, stream: Stream) -> GpuResult<()> {
+        if self.take_failure() {
+            return Err(GpuError::Driver {
+                call: "copy_described_async (injected)",
+                code: 999,
+            });
+        }
+        // SAFETY: as above.
+        unsafe { self.inner.copy_described_async(desc, stream) }
+    }
 }
 
 /// Copy `data` to device memory at `dst` through any runtime and wait for it.

@@ -35,6 +35,23 @@ pub struct HtodCopy {
     pub len: usize,
 }
 
+/// The descriptor of a described copy ([`Gpu::copy_described_async`]): the
+/// copy reads it from registered host memory when the stream reaches it, so
+/// the host may fill it in after the copy was enqueued. 32 bytes, so that one
+/// descriptor never straddles two 64-byte cache lines.
+#[repr(C, align(32))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CopyDesc {
+    /// Device address the bytes go to.
+    pub dst: u64,
+    /// Device address the bytes come from.
+    pub src: u64,
+    /// Bytes to copy; 0 makes the copy a no-op.
+    pub len: u64,
+    /// Unused; keeps the size at 32 bytes.
+    pub reserved: u64,
+}
+
 /// What kind of memory a pointer refers to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemKind {
@@ -163,7 +180,7 @@ pub trait Gpu: Send + Sync {
         len: usize,
         stream: Stream,
     ) -> GpuResult<()>;
-    /// Allocate device memory (benchmarks and tests; the library itself never allocates any).
+    /// Allocate device memory (stream staging, benchmarks and tests).
     fn device_alloc(&self, device: i32, len: usize) -> GpuResult<DevPtr>;
     /// Free memory from `device_alloc`.
     ///
@@ -198,6 +215,61 @@ pub trait Gpu: Send + Sync {
         host_addr: *mut u32,
         value: u32,
     ) -> GpuResult<()>;
+    /// Make `stream` wait until the 32-bit word at `host_addr` equals
+    /// `value` (an equality test stays right when counters wrap).
+    ///
+    /// # Safety
+    /// As for `stream_wait_value32`.
+    unsafe fn stream_wait_value32_eq(
+        &self,
+        _stream: Stream,
+        _host_addr: *mut u32,
+        _value: u32,
+    ) -> GpuResult<()> {
+        Err(GpuError::NotPresent(format!(
+            "{}: equality stream waits are not implemented",
+            self.name()
+        )))
+    }
+    /// An identity of the stream that `stream` names on the calling thread,
+    /// distinct from every other live stream of the process (CUDA:
+    /// `cuStreamGetId`; the per-thread default stream has one per thread).
+    /// The default is the handle itself.
+    fn stream_id(&self, stream: Stream) -> GpuResult<u64> {
+        Ok(stream.0 as u64)
+    }
+    /// True when [`Gpu::copy_described_async`] is implemented: stream-ordered
+    /// I/O then needs no GPU call off the caller's thread (streamops).
+    fn described_copies(&self) -> bool {
+        false
+    }
+    /// Get ready to enqueue described copies on `stream` (CUDA: load the copy
+    /// kernel into the stream's context, once per context). Call it on the
+    /// application's thread before parking `stream` on anything.
+    fn prepare_described_copies(&self, _stream: Stream) -> GpuResult<()> {
+        Err(GpuError::NotPresent(format!(
+            "{}: described copies are not implemented",
+            self.name()
+        )))
+    }
+    /// Enqueue a device-to-device copy whose destination, source and length
+    /// are read from `*desc` when `stream` reaches it (not now); a length of
+    /// 0 copies nothing.
+    ///
+    /// # Safety
+    /// `desc` must lie in registered host memory that outlives the copy, and
+    /// when the stream reaches the copy it must describe device memory of the
+    /// stream's device (or have length 0).
+    unsafe fn copy_described_async(
+        &self,
+        _desc: *const CopyDesc,
+        _stream: Stream,
+    ) -> GpuResult<()> {
+        Err(GpuError::NotPresent(format!(
+            "{}: described copies are not implemented",
+            self.name()
+        )))
+    }
 }
 
 /// Queue `copies` on `stream` one by one (what a runtime without batch

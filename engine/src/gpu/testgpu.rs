@@ -21,9 +21,26 @@
 //! - Events complete only when their stream's thread reaches the record.
 //! - `stream_wait_value32` parks the stream until the 32-bit host word is
 //!   `>= value` (plain unsigned comparison, as the trait documents; CUDA's
-//!   `GEQ` is a cyclic comparison, which only differs across a wrap of 2^31).
-//! - Fault injection: [`TestGpu::fail_next_copies`] makes the next copies fail
-//!   at enqueue time with `GpuError::Driver { call: "test-copy", code: 999 }`.
+//!   `GEQ` is a cyclic comparison, which only differs across a wrap of 2^31);
+//!   `stream_wait_value32_eq` until it is `== value`.
+//! - Described copies ([`Gpu::copy_described_async`]) read their descriptor
+//!   on the stream thread when the stream reaches them, as the CUDA kernel
+//!   does; a descriptor that names anything but device memory of the double
+//!   is counted ([`TestGpu::described_copy_faults`]) and copies nothing, where
+//!   a real device would fault.
+//! - Fault injection: [`TestGpu::fail_next_copies`] makes the next copies
+//!   (described ones included) fail at enqueue time with
+//!   `GpuError::Driver { call: "test-copy", code: 999 }`;
+//!   [`TestGpu::fail_copies_after`] lets some succeed first;
+//!   [`TestGpu::fail_value_ops_after`] does the same for wait/write-value
+//!   calls; [`TestGpu::set_pin_limit`] makes large registrations fail.
+//! - The driver lock ([`TestGpu::set_driver_lock_model`]): in CUDA, calls such
+//!   as `cudaFree`, `cudaHostAlloc` or a pageable `cudaMemcpyAsync` hold a
+//!   driver lock while they wait for streams to drain, and most other calls on
+//!   other threads then block on that lock. The model makes every call that a
+//!   library thread (named `hipfile-*`) makes while any stream is parked in a
+//!   wait-value operation block until no stream is parked: a parked stream
+//!   whose release needs such a call never drains.
 //!
 //! Stricter than a real runtime where that catches engine bugs: wait/write
 //! value words must lie in memory registered with `host_register`, and the
@@ -32,7 +49,9 @@
 //! Executor threads stop when the `TestGpu` is dropped (queued work that has
 //! not run by then is discarded).
 
-use super::{DevPtr, Event, Gpu, GpuError, GpuResult, HtodCopy, MemKind, PtrInfo, Stream};
+use super::{
+    CopyDesc, DevPtr, Event, Gpu, GpuError, GpuResult, HtodCopy, MemKind, PtrInfo, Stream,
+};
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -108,6 +127,11 @@ struct WordPtr(*const AtomicU32);
 // SAFETY: as for `HostPtr`; all accesses are atomic.
 unsafe impl Send for WordPtr {}
 
+/// A registered copy descriptor moved to an executor thread.
+struct DescPtr(*const CopyDesc);
+// SAFETY: as for `HostPtr`; the descriptor is read with volatile loads.
+unsafe impl Send for DescPtr {}
+
 enum Op {
     HtoD {
         src: HostPtr,
@@ -128,6 +152,12 @@ enum Op {
     WaitValue {
         word: WordPtr,
         value: u32,
+        /// Equality instead of `>=`.
+        eq: bool,
+    },
+    Described {
+        desc: DescPtr,
+        device: i32,
     },
     WriteValue {
         word: WordPtr,
@@ -158,6 +188,18 @@ struct Shared {
     copy_delay_ns: AtomicU64,
     /// Streams waiting in a `stream_wait_value32` that is not yet satisfied.
     parked: AtomicUsize,
+    /// Device allocations by base address (executors resolve described copies).
+    allocs: Mutex<BTreeMap<u64, Arc<Storage>>>,
+    /// Described copies whose descriptor named no valid device memory.
+    described_faults: AtomicU64,
+    /// The driver-lock model is on.
+    lock_model: AtomicBool,
+    /// Library calls blocked by the model right now, and in all.
+    lock_blocked: AtomicUsize,
+    lock_blocked_total: AtomicU64,
+    /// Notified whenever a stream stops being parked (and when the model changes).
+    unparked: Condvar,
+    unparked_lock: Mutex<()>,
 }
 
 /// The test double; see the module documentation.
@@ -165,7 +207,6 @@ pub struct TestGpu {
     id: u64,
     n_devices: i32,
     shared: Arc<Shared>,
-    allocs: Mutex<BTreeMap<u64, Arc<Storage>>>,
     /// Next free offset in each device's window.
     next_offset: Mutex<Vec<u64>>,
     host_regs: Mutex<BTreeMap<u64, usize>>,
@@ -176,6 +217,17 @@ pub struct TestGpu {
     /// Calls of `copy_htod_batch_async` with two copies or more.
     copy_batches: AtomicU64,
     fail_copies: AtomicU32,
+    /// Copies that still succeed before the armed failures start.
+    fail_copies_skip: AtomicU32,
+    /// The same for wait-value and write-value calls.
+    fail_values: AtomicU32,
+    fail_values_skip: AtomicU32,
+    /// `host_register` of a larger range fails (a memory-lock limit).
+    pin_limit: AtomicUsize,
+    /// Devices on which described copies were prepared.
+    described_ready: Mutex<Vec<i32>>,
+    /// Described copies are switched off (the runtime then behaves as one without them).
+    described_off: AtomicBool,
     threads: Mutex<Vec<(Arc<StreamExec>, JoinHandle<()>)>>,
     /// Names of the threads that created a stream while some stream was parked.
     created_while_parked: Mutex<Vec<String>>,
@@ -192,8 +244,14 @@ impl TestGpu {
                 shutdown: AtomicBool::new(false),
                 copy_delay_ns: AtomicU64::new(0),
                 parked: AtomicUsize::new(0),
+                allocs: Mutex::new(BTreeMap::new()),
+                described_faults: AtomicU64::new(0),
+                lock_model: AtomicBool::new(false),
+                lock_blocked: AtomicUsize::new(0),
+                lock_blocked_total: AtomicU64::new(0),
+                unparked: Condvar::new(),
+                unparked_lock: Mutex::new(()),
             }),
-            allocs: Mutex::new(BTreeMap::new()),
             next_offset: Mutex::new(vec![0; n as usize]),
             host_regs: Mutex::new(BTreeMap::new()),
             streams: Mutex::new(HashMap::new()),
@@ -202,6 +260,12 @@ impl TestGpu {
             copies_issued: AtomicU64::new(0),
             copy_batches: AtomicU64::new(0),
             fail_copies: AtomicU32::new(0),
+            fail_copies_skip: AtomicU32::new(0),
+            fail_values: AtomicU32::new(0),
+            fail_values_skip: AtomicU32::new(0),
+            pin_limit: AtomicUsize::new(usize::MAX),
+            described_ready: Mutex::new(Vec::new()),
+            described_off: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
             created_while_parked: Mutex::new(Vec::new()),
         }
@@ -257,6 +321,96 @@ impl TestGpu {
         self.fail_copies.store(n, Ordering::Relaxed);
     }
 
+    /// Fault hook: after `skip` more successful copy calls, the next `n` fail
+    /// as with [`TestGpu::fail_next_copies`].
+    pub fn fail_copies_after(&self, skip: u32, n: u32) {
+        self.fail_copies_skip.store(skip, Ordering::Relaxed);
+        self.fail_copies.store(n, Ordering::Relaxed);
+    }
+
+    /// Fault hook: after `skip` more successful wait-value / write-value
+    /// calls, the next `n` fail with the injected error and enqueue nothing.
+    pub fn fail_value_ops_after(&self, skip: u32, n: u32) {
+        self.fail_values_skip.store(skip, Ordering::Relaxed);
+        self.fail_values.store(n, Ordering::Relaxed);
+    }
+
+    /// `host_register` of more than `bytes` at once fails with
+    /// CUDA_ERROR_OUT_OF_MEMORY, as pinning does past a memory-lock limit
+    /// (`usize::MAX`: no limit).
+    pub fn set_pin_limit(&self, bytes: usize) {
+        self.pin_limit.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Described copies whose descriptor, when the stream reached it, named
+    /// no device memory of the double (a real device would have faulted).
+    pub fn described_copy_faults(&self) -> u64 {
+        self.shared.described_faults.load(Ordering::Relaxed)
+    }
+
+    /// Behave as a runtime without described copies (HIP): stream I/O then
+    /// takes the worker-driven path.
+    pub fn disable_described_copies(&self, off: bool) {
+        self.described_off.store(off, Ordering::Relaxed);
+    }
+
+    /// Switch the driver-lock model on or off (module documentation).
+    /// Switching it off releases every blocked call.
+    pub fn set_driver_lock_model(&self, on: bool) {
+        self.shared.lock_model.store(on, Ordering::Release);
+        let _g = lock(&self.shared.unparked_lock);
+        self.shared.unparked.notify_all();
+    }
+
+    /// Library calls the driver-lock model holds right now.
+    pub fn calls_blocked_by_lock_model(&self) -> usize {
+        self.shared.lock_blocked.load(Ordering::Acquire)
+    }
+
+    /// Library calls the driver-lock model has held so far.
+    pub fn calls_ever_blocked_by_lock_model(&self) -> u64 {
+        self.shared.lock_blocked_total.load(Ordering::Acquire)
+    }
+
+    /// Streams parked in a wait-value operation right now.
+    pub fn parked_streams(&self) -> usize {
+        self.shared.parked.load(Ordering::Acquire)
+    }
+
+    /// The driver lock: a call from a library thread waits while any stream
+    /// is parked (and the model is on).
+    fn driver_lock(&self) {
+        let sh = &self.shared;
+        if !sh.lock_model.load(Ordering::Acquire) {
+            return;
+        }
+        let library = std::thread::current()
+            .name()
+            .is_some_and(|n| n.starts_with("hipfile-"));
+        if !library {
+            return;
+        }
+        let held = || {
+            sh.lock_model.load(Ordering::Acquire)
+                && sh.parked.load(Ordering::Acquire) > 0
+                && !sh.shutdown.load(Ordering::Acquire)
+        };
+        let mut g = lock(&sh.unparked_lock);
+        if !held() {
+            return;
+        }
+        sh.lock_blocked.fetch_add(1, Ordering::AcqRel);
+        sh.lock_blocked_total.fetch_add(1, Ordering::AcqRel);
+        while held() {
+            g = sh
+                .unparked
+                .wait_timeout(g, Duration::from_millis(10))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        sh.lock_blocked.fetch_sub(1, Ordering::AcqRel);
+    }
+
     /// Each copy sleeps `d` on its stream thread before it moves data.
     pub fn set_copy_delay(&self, d: Duration) {
         let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
@@ -279,26 +433,7 @@ impl TestGpu {
 
     /// The allocation holding `ptr..ptr+len`, and the offset of `ptr` in it.
     fn device_range(&self, ptr: u64, len: usize) -> GpuResult<(Arc<Storage>, usize)> {
-        let allocs = lock(&self.allocs);
-        let (base, st) = allocs
-            .range(..=ptr)
-            .next_back()
-            .ok_or(GpuError::InvalidValue(
-                "not device memory of the test double",
-            ))?;
-        let off = ptr - base;
-        if off >= st.len as u64 {
-            return Err(GpuError::InvalidValue(
-                "not device memory of the test double",
-            ));
-        }
-        let off = off as usize;
-        if len > st.len - off {
-            return Err(GpuError::InvalidValue(
-                "copy runs past the end of the device allocation",
-            ));
-        }
-        Ok((st.clone(), off))
+        device_range_in(&self.shared.allocs, ptr, len)
     }
 
     /// The registration holding `addr..addr+len`, if any.
@@ -339,9 +474,18 @@ impl TestGpu {
 
     /// Consume one injected failure, if armed.
     fn injected_failure(&self) -> bool {
-        self.fail_copies
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-            .is_ok()
+        take_failure(&self.fail_copies, &self.fail_copies_skip)
+    }
+
+    /// The injected error, when a value operation is armed to fail.
+    fn value_failure(&self) -> GpuResult<()> {
+        if take_failure(&self.fail_values, &self.fail_values_skip) {
+            return Err(GpuError::Driver {
+                call: "test-value-op",
+                code: INJECTED_COPY_ERROR,
+            });
+        }
+        Ok(())
     }
 
     fn spawn_exec(&self, device: i32, handle: usize) -> GpuResult<Arc<StreamExec>> {
@@ -386,6 +530,22 @@ impl TestGpu {
             .ok_or(GpuError::InvalidValue("unknown event"))
     }
 
+    /// Queue a wait on a registered word: `>= value`, or `== value` when `eq`.
+    fn wait_value(
+        &self,
+        stream: Stream,
+        host_addr: *mut u32,
+        value: u32,
+        eq: bool,
+    ) -> GpuResult<()> {
+        self.driver_lock();
+        let exec = self.exec(stream)?;
+        self.check_word(host_addr)?;
+        self.value_failure()?;
+        let word = WordPtr(host_addr as *const AtomicU32);
+        Self::enqueue(&exec, Op::WaitValue { word, value, eq })
+    }
+
     fn enqueue(exec: &StreamExec, op: Op) -> GpuResult<()> {
         let mut q = lock(&exec.queue);
         if q.closing {
@@ -396,6 +556,44 @@ impl TestGpu {
         exec.cv.notify_all();
         Ok(())
     }
+}
+
+/// Consume one armed failure: none while `fail` is 0; the first `skip` calls
+/// pass.
+fn take_failure(fail: &AtomicU32, skip: &AtomicU32) -> bool {
+    let dec = |c: &AtomicU32| {
+        c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok()
+    };
+    fail.load(Ordering::Relaxed) > 0 && !dec(skip) && dec(fail)
+}
+
+/// The allocation of `allocs` holding `ptr..ptr+len`, and the offset of `ptr` in it.
+fn device_range_in(
+    allocs: &Mutex<BTreeMap<u64, Arc<Storage>>>,
+    ptr: u64,
+    len: usize,
+) -> GpuResult<(Arc<Storage>, usize)> {
+    let allocs = lock(allocs);
+    let (base, st) = allocs
+        .range(..=ptr)
+        .next_back()
+        .ok_or(GpuError::InvalidValue(
+            "not device memory of the test double",
+        ))?;
+    let off = ptr - base;
+    if off >= st.len as u64 {
+        return Err(GpuError::InvalidValue(
+            "not device memory of the test double",
+        ));
+    }
+    let off = off as usize;
+    if len > st.len - off {
+        return Err(GpuError::InvalidValue(
+            "copy runs past the end of the device allocation",
+        ));
+    }
+    Ok((st.clone(), off))
 }
 
 /// Body of a stream's executor thread.
@@ -470,18 +668,31 @@ fn execute(op: Op, shared: &Shared) -> bool {
             g.done = g.done.max(gen);
             event.cv.notify_all();
         }
-        Op::WaitValue { word, value } => {
+        Op::WaitValue { word, value, eq } => {
             // SAFETY: the word was checked to be aligned and registered, and
             // the caller promised it outlives the wait; every access is atomic.
             let w = unsafe { &*word.0 };
+            let met = || {
+                let v = w.load(Ordering::Acquire);
+                if eq {
+                    v == value
+                } else {
+                    v >= value
+                }
+            };
             let mut spins = 0u32;
-            if w.load(Ordering::Acquire) >= value {
+            if met() {
                 return true;
             }
             shared.parked.fetch_add(1, Ordering::AcqRel);
-            while w.load(Ordering::Acquire) < value {
+            let unpark = || {
+                shared.parked.fetch_sub(1, Ordering::AcqRel);
+                let _g = lock(&shared.unparked_lock);
+                shared.unparked.notify_all();
+            };
+            while !met() {
                 if shared.shutdown.load(Ordering::Acquire) {
-                    shared.parked.fetch_sub(1, Ordering::AcqRel);
+                    unpark();
                     return false;
                 }
                 if spins < 64 {
@@ -491,7 +702,21 @@ fn execute(op: Op, shared: &Shared) -> bool {
                     std::thread::sleep(Duration::from_micros(50));
                 }
             }
-            shared.parked.fetch_sub(1, Ordering::AcqRel);
+            unpark();
+        }
+        Op::Described { desc, device } => {
+            // SAFETY: the descriptor lies in registered host memory that the
+            // caller promised outlives the copy; it is read now, when the
+            // stream gets here, with volatile loads (the host wrote it
+            // before releasing the wait this copy followed).
+            let d = unsafe { desc.0.read_volatile() };
+            if d.len > 0 {
+                copy_delay();
+                if let Err(why) = described_copy(&shared.allocs, device, &d) {
+                    shared.described_faults.fetch_add(1, Ordering::Relaxed);
+                    crate::log_warn!("test double: described copy {d:?} faulted: {why}");
+                }
+            }
         }
         Op::WriteValue { word, value } => {
             // SAFETY: as for `WaitValue`.
@@ -502,9 +727,38 @@ fn execute(op: Op, shared: &Shared) -> bool {
     true
 }
 
+/// Copy `d.len` bytes between two device allocations of `device`.
+fn described_copy(
+    allocs: &Mutex<BTreeMap<u64, Arc<Storage>>>,
+    device: i32,
+    d: &CopyDesc,
+) -> Result<(), String> {
+    let len = usize::try_from(d.len).map_err(|_| "length overflows".to_string())?;
+    let (src, soff) = device_range_in(allocs, d.src, len).map_err(|e| format!("source: {e}"))?;
+    let (dst, doff) =
+        device_range_in(allocs, d.dst, len).map_err(|e| format!("destination: {e}"))?;
+    if src.device != device || dst.device != device {
+        return Err(format!(
+            "memory of devices {} -> {} on a stream of device {device}",
+            src.device, dst.device
+        ));
+    }
+    if Arc::ptr_eq(&src, &dst) {
+        lock(&dst.bytes).copy_within(soff..soff + len, doff);
+    } else {
+        let from = lock(&src.bytes)[soff..soff + len].to_vec();
+        lock(&dst.bytes)[doff..doff + len].copy_from_slice(&from);
+    }
+    Ok(())
+}
+
 impl Drop for TestGpu {
     fn drop(&mut self) {
         self.shared.shutdown.store(true, Ordering::Release);
+        {
+            let _g = lock(&self.shared.unparked_lock);
+            self.shared.unparked.notify_all();
+        }
         let threads = std::mem::take(&mut *lock(&self.threads));
         for (exec, _) in &threads {
             // Take the lock so that an executor between its check and its wait
@@ -528,8 +782,9 @@ impl Gpu for TestGpu {
     }
 
     fn pointer_info(&self, ptr: u64) -> GpuResult<PtrInfo> {
+        self.driver_lock();
         {
-            let allocs = lock(&self.allocs);
+            let allocs = lock(&self.shared.allocs);
             if let Some((&base, st)) = allocs.range(..=ptr).next_back() {
                 if ptr - base < st.len as u64 {
                     return Ok(PtrInfo {
@@ -555,22 +810,31 @@ impl Gpu for TestGpu {
     }
 
     fn current_device(&self) -> GpuResult<i32> {
+        self.driver_lock();
         let (id, dev) = CURRENT.with(|c| c.get());
         Ok(if id == self.id { dev } else { 0 })
     }
 
     fn bind_thread(&self, device: i32) -> GpuResult<()> {
+        self.driver_lock();
         self.check_device(device)?;
         CURRENT.with(|c| c.set((self.id, device)));
         Ok(())
     }
 
     unsafe fn host_register(&self, ptr: *mut u8, len: usize) -> GpuResult<()> {
+        self.driver_lock();
         if ptr.is_null() || len == 0 {
             return Err(GpuError::InvalidValue("null or empty host range"));
         }
         if Self::in_device_window(ptr as u64) {
             return Err(GpuError::InvalidValue("host_register of a device address"));
+        }
+        if len > self.pin_limit.load(Ordering::Relaxed) {
+            return Err(GpuError::Driver {
+                call: "test-host-register",
+                code: 2, // CUDA_ERROR_OUT_OF_MEMORY
+            });
         }
         let start = ptr as u64;
         let end = start
@@ -594,6 +858,7 @@ impl Gpu for TestGpu {
     }
 
     unsafe fn host_unregister(&self, ptr: *mut u8) -> GpuResult<()> {
+        self.driver_lock();
         match lock(&self.host_regs).remove(&(ptr as u64)) {
             Some(_) => Ok(()),
             // CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
@@ -605,6 +870,7 @@ impl Gpu for TestGpu {
     }
 
     fn stream_create(&self, device: i32) -> GpuResult<Stream> {
+        self.driver_lock();
         self.check_device(device)?;
         if self.shared.parked.load(Ordering::Acquire) > 0 {
             // A real driver can stall here (see `streams_created_while_parked`).
@@ -618,6 +884,7 @@ impl Gpu for TestGpu {
     }
 
     fn stream_destroy(&self, stream: Stream) {
+        self.driver_lock();
         if stream.0 == 0 {
             return; // the NULL stream lives as long as the runtime
         }
@@ -630,6 +897,7 @@ impl Gpu for TestGpu {
     }
 
     fn stream_device(&self, stream: Stream) -> GpuResult<i32> {
+        self.driver_lock();
         if stream.0 == 0 {
             return self.current_device();
         }
@@ -637,6 +905,7 @@ impl Gpu for TestGpu {
     }
 
     fn stream_synchronize(&self, stream: Stream) -> GpuResult<()> {
+        self.driver_lock();
         let exec = self.exec(stream)?;
         let mut q = lock(&exec.queue);
         let target = q.enqueued;
@@ -653,6 +922,7 @@ impl Gpu for TestGpu {
         len: usize,
         stream: Stream,
     ) -> GpuResult<()> {
+        self.driver_lock();
         let exec = self.exec(stream)?;
         if len == 0 {
             return Ok(());
@@ -677,6 +947,7 @@ impl Gpu for TestGpu {
     }
 
     unsafe fn copy_htod_batch_async(&self, copies: &[HtodCopy], stream: Stream) -> GpuResult<()> {
+        self.driver_lock();
         if copies.len() >= 2 {
             self.copy_batches.fetch_add(1, Ordering::Relaxed);
         }
@@ -690,6 +961,7 @@ impl Gpu for TestGpu {
         len: usize,
         stream: Stream,
     ) -> GpuResult<()> {
+        self.driver_lock();
         let exec = self.exec(stream)?;
         if len == 0 {
             return Ok(());
@@ -714,6 +986,7 @@ impl Gpu for TestGpu {
     }
 
     fn device_alloc(&self, device: i32, len: usize) -> GpuResult<DevPtr> {
+        self.driver_lock();
         self.check_device(device)?;
         if len == 0 {
             return Err(GpuError::InvalidValue("zero-byte device allocation"));
@@ -743,14 +1016,15 @@ impl Gpu for TestGpu {
             len,
             bytes: Mutex::new(bytes.into_boxed_slice()),
         });
-        lock(&self.allocs).insert(base, storage);
+        lock(&self.shared.allocs).insert(base, storage);
         Ok(base)
     }
 
     unsafe fn device_free(&self, ptr: DevPtr) -> GpuResult<()> {
+        self.driver_lock();
         // Queued copies hold their own reference to the storage, so freeing
         // early is a logic error of the caller but never a use-after-free here.
-        match lock(&self.allocs).remove(&ptr) {
+        match lock(&self.shared.allocs).remove(&ptr) {
             Some(_) => Ok(()),
             None => Err(GpuError::InvalidValue(
                 "not the base of a device allocation",
@@ -759,17 +1033,20 @@ impl Gpu for TestGpu {
     }
 
     fn event_create(&self) -> GpuResult<Event> {
+        self.driver_lock();
         let handle = EVENT_HANDLE_BASE + self.next_handle.fetch_add(1, Ordering::Relaxed);
         lock(&self.events).insert(handle, Arc::new(EventState::default()));
         Ok(Event(handle))
     }
 
     fn event_destroy(&self, event: Event) {
+        self.driver_lock();
         // A record still queued keeps its own reference; it completes harmlessly.
         lock(&self.events).remove(&event.0);
     }
 
     fn event_record(&self, event: Event, stream: Stream) -> GpuResult<()> {
+        self.driver_lock();
         let ev = self.event(event)?;
         let exec = self.exec(stream)?;
         let gen = {
@@ -781,12 +1058,14 @@ impl Gpu for TestGpu {
     }
 
     fn event_query(&self, event: Event) -> GpuResult<bool> {
+        self.driver_lock();
         let ev = self.event(event)?;
         let g = lock(&ev.gens);
         Ok(g.done >= g.recorded)
     }
 
     fn event_synchronize(&self, event: Event) -> GpuResult<()> {
+        self.driver_lock();
         let ev = self.event(event)?;
         let mut g = lock(&ev.gens);
         let target = g.recorded;
@@ -802,10 +1081,7 @@ impl Gpu for TestGpu {
         host_addr: *mut u32,
         value: u32,
     ) -> GpuResult<()> {
-        let exec = self.exec(stream)?;
-        self.check_word(host_addr)?;
-        let word = WordPtr(host_addr as *const AtomicU32);
-        Self::enqueue(&exec, Op::WaitValue { word, value })
+        self.wait_value(stream, host_addr, value, false)
     }
 
     unsafe fn stream_write_value32(
@@ -814,10 +1090,79 @@ impl Gpu for TestGpu {
         host_addr: *mut u32,
         value: u32,
     ) -> GpuResult<()> {
+        self.driver_lock();
         let exec = self.exec(stream)?;
         self.check_word(host_addr)?;
+        self.value_failure()?;
         let word = WordPtr(host_addr as *const AtomicU32);
         Self::enqueue(&exec, Op::WriteValue { word, value })
+    }
+
+    unsafe fn stream_wait_value32_eq(
+        &self,
+        stream: Stream,
+        host_addr: *mut u32,
+        value: u32,
+    ) -> GpuResult<()> {
+        self.wait_value(stream, host_addr, value, true)
+    }
+
+    fn stream_id(&self, stream: Stream) -> GpuResult<u64> {
+        self.driver_lock();
+        self.exec(stream)?;
+        Ok(stream.0 as u64)
+    }
+
+    fn described_copies(&self) -> bool {
+        !self.described_off.load(Ordering::Relaxed)
+    }
+
+    fn prepare_described_copies(&self, stream: Stream) -> GpuResult<()> {
+        self.driver_lock();
+        if !self.described_copies() {
+            return Err(GpuError::NotPresent(
+                "test double: described copies are switched off".into(),
+            ));
+        }
+        let device = self.exec(stream)?.device;
+        let mut ready = lock(&self.described_ready);
+        if !ready.contains(&device) {
+            ready.push(device);
+        }
+        Ok(())
+    }
+
+    unsafe fn copy_described_async(&self, desc: *const CopyDesc, stream: Stream) -> GpuResult<()> {
+        self.driver_lock();
+        let exec = self.exec(stream)?;
+        if !lock(&self.described_ready).contains(&exec.device) {
+            return Err(GpuError::InvalidValue(
+                "described copies were not prepared for this stream's device",
+            ));
+        }
+        if desc.is_null()
+            || (desc as usize) % std::mem::align_of::<CopyDesc>() != 0
+            || self
+                .registered(desc as u64, std::mem::size_of::<CopyDesc>() as u64)
+                .is_none()
+        {
+            return Err(GpuError::InvalidValue(
+                "copy descriptor is not aligned registered host memory",
+            ));
+        }
+        if self.injected_failure() {
+            return Err(GpuError::Driver {
+                call: "test-copy",
+                code: INJECTED_COPY_ERROR,
+            });
+        }
+        let op = Op::Described {
+            desc: DescPtr(desc),
+            device: exec.device,
+        };
+        Self::enqueue(&exec, op)?;
+        self.copies_issued.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 }
 
@@ -1143,6 +1488,142 @@ mod tests {
         assert_eq!(other, 0);
         let second = TestGpu::new(3);
         assert_eq!(second.current_device().unwrap(), 0);
+    }
+
+    /// A registered, aligned copy descriptor.
+    struct Desc {
+        cell: Box<CopyDesc>,
+    }
+
+    impl Desc {
+        fn new(gpu: &TestGpu) -> Desc {
+            let d = Desc {
+                cell: Box::new(CopyDesc::default()),
+            };
+            // SAFETY: the box lives until the descriptor is dropped, after the
+            // tests synchronize every stream that uses it.
+            unsafe { gpu.host_register(d.ptr() as *mut u8, 32) }.unwrap();
+            d
+        }
+        fn ptr(&self) -> *mut CopyDesc {
+            &*self.cell as *const CopyDesc as *mut CopyDesc
+        }
+        fn set(&self, d: CopyDesc) {
+            // SAFETY: the stream reading it is parked until the test releases it.
+            unsafe { self.ptr().write_volatile(d) };
+        }
+    }
+
+    #[test]
+    fn a_described_copy_reads_its_descriptor_when_the_stream_reaches_it() {
+        let gpu = TestGpu::new(1);
+        let s = gpu.stream_create(0).unwrap();
+        let a = gpu.device_alloc(0, 64).unwrap();
+        let b = gpu.device_alloc(0, 64).unwrap();
+        gpu.write_device(a, &[7u8; 64]);
+        let gate = Word::new(&gpu);
+        let desc = Desc::new(&gpu);
+        // SAFETY: the descriptor and word outlive the synchronize below.
+        unsafe {
+            assert!(
+                gpu.copy_described_async(desc.ptr(), s).is_err(),
+                "not prepared"
+            );
+            gpu.prepare_described_copies(s).unwrap();
+            gpu.stream_wait_value32_eq(s, gate.ptr(), 3).unwrap();
+            gpu.copy_described_async(desc.ptr(), s).unwrap();
+        }
+        // Written after the copy was enqueued, before the stream gets there.
+        desc.set(CopyDesc {
+            dst: b + 10,
+            src: a,
+            len: 20,
+            reserved: 0,
+        });
+        gate.set(3);
+        gpu.stream_synchronize(s).unwrap();
+        let got = gpu.read_device(b, 64);
+        assert_eq!(got[..10], [FRESH_DEVICE_BYTE; 10]);
+        assert_eq!(got[10..30], [7u8; 20]);
+        assert_eq!(got[30..], [FRESH_DEVICE_BYTE; 34]);
+        assert_eq!(gpu.described_copy_faults(), 0);
+        // A descriptor naming host memory is a fault, and copies nothing.
+        desc.set(CopyDesc {
+            dst: desc.ptr() as u64,
+            src: a,
+            len: 8,
+            reserved: 0,
+        });
+        // SAFETY: as above.
+        unsafe { gpu.copy_described_async(desc.ptr(), s) }.unwrap();
+        gpu.stream_synchronize(s).unwrap();
+        assert_eq!(gpu.described_copy_faults(), 1);
+    }
+
+    #[test]
+    fn an_equality_wait_holds_on_larger_values_too() {
+        let gpu = TestGpu::new(1);
+        let s = gpu.stream_create(0).unwrap();
+        let (gate, done) = (Word::new(&gpu), Word::new(&gpu));
+        // SAFETY: the words outlive the synchronize below.
+        unsafe {
+            gpu.stream_wait_value32_eq(s, gate.ptr(), 5).unwrap();
+            gpu.stream_write_value32(s, done.ptr(), 1).unwrap();
+        }
+        gate.set(6);
+        wait_for(|| gpu.parked_streams() == 1);
+        assert_eq!(done.get(), 0, "6 satisfied a wait for == 5");
+        gate.set(5);
+        gpu.stream_synchronize(s).unwrap();
+        assert_eq!(done.get(), 1);
+    }
+
+    /// Wait until `cond` holds (with a bound that only a bug reaches).
+    fn wait_for(cond: impl Fn() -> bool) {
+        let t0 = Instant::now();
+        while !cond() {
+            assert!(t0.elapsed() < Duration::from_secs(60), "never happened");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn the_lock_model_holds_library_calls_while_a_stream_is_parked() {
+        let gpu = Arc::new(TestGpu::new(1));
+        let s = gpu.stream_create(0).unwrap();
+        let gate = Word::new(&gpu);
+        gpu.set_driver_lock_model(true);
+        // SAFETY: the word outlives the synchronize below.
+        unsafe { gpu.stream_wait_value32(s, gate.ptr(), 1) }.unwrap();
+        wait_for(|| gpu.parked_streams() == 1);
+        // An application thread is not held.
+        gpu.event_create().unwrap();
+        assert_eq!(gpu.calls_ever_blocked_by_lock_model(), 0);
+        let g = gpu.clone();
+        let library = std::thread::Builder::new()
+            .name("hipfile-test".into())
+            .spawn(move || g.event_create().map(|_| ()))
+            .unwrap();
+        wait_for(|| gpu.calls_blocked_by_lock_model() == 1);
+        gate.set(1);
+        library.join().unwrap().unwrap();
+        gpu.stream_synchronize(s).unwrap();
+        assert_eq!(gpu.calls_ever_blocked_by_lock_model(), 1);
+        assert_eq!(gpu.calls_blocked_by_lock_model(), 0);
+    }
+
+    #[test]
+    fn copy_failures_can_start_after_some_successes() {
+        let gpu = TestGpu::new(1);
+        let dev = gpu.device_alloc(0, 4).unwrap();
+        let src = [1u8; 4];
+        gpu.fail_copies_after(2, 1);
+        // SAFETY: `src` outlives the synchronize below.
+        let r: Vec<bool> = (0..4)
+            .map(|_| unsafe { gpu.copy_htod_async(dev, src.as_ptr(), 4, Stream(0)) }.is_ok())
+            .collect();
+        gpu.stream_synchronize(Stream(0)).unwrap();
+        assert_eq!(r, [true, true, false, true]);
     }
 
     #[test]

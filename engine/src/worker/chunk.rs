@@ -203,6 +203,10 @@ pub(super) struct Finished {
     pub io: ChunkIo,
     pub slot: Option<Slot>,
     pub result: Result<usize>,
+    /// A durable write that went through the page cache: start writing the
+    /// chunk's range back now ([`crate::file::start_writeback`]), so the
+    /// request's closing fdatasync finds it on its way.
+    pub writeback: bool,
 }
 
 impl ChunkIo {
@@ -231,6 +235,12 @@ impl ChunkIo {
         (self.stage, self.since)
     }
 
+    /// Bytes of the chunk finished, contiguous from its start (for a write
+    /// that failed: what it leaves written).
+    pub(super) fn done(&self) -> usize {
+        self.done
+    }
+
     /// Close the stage being timed and open `next`.
     fn enter(&mut self, next: Stage, ctx: &Ctx) {
         if self.stage != next {
@@ -246,6 +256,7 @@ impl ChunkIo {
             io: self,
             slot,
             result,
+            writeback: false,
         })
     }
 
@@ -382,8 +393,12 @@ impl ChunkIo {
         }
     }
 
-    /// The write of the chunk's rest: O_DIRECT when the caller opened the
-    /// file so or waits for durability, and the range is aligned.
+    /// The write of the chunk's rest: O_DIRECT only when the caller opened
+    /// the file so and the range is aligned. A direct write beside
+    /// page-cache writes to the same pages (ours, the application's, another
+    /// process's) fails the kernel's invalidation of those pages, which
+    /// records EIO for every later fsync; and on a buffered descriptor the
+    /// lazy O_DIRECT one is not even opened.
     fn next_write(self, buf: Buf, ctx: &Ctx) -> Next {
         let cur = self.chunk.file_offset + self.done as u64;
         let rem = (self.chunk.len - self.done) as u64;
@@ -391,10 +406,14 @@ impl ChunkIo {
             return self.internal(buf.into_slot(), "a device chunk without a slot");
         };
         let file = &self.chunk.file;
-        let fd = match self.direct(ctx) {
+        let direct = if file.client_direct {
+            self.direct(ctx)
+        } else {
+            None
+        };
+        let fd = match direct {
             Some((dfd, align))
-                if (file.client_direct || self.chunk.durable)
-                    && cur % align == 0
+                if cur % align == 0
                     && rem % align == 0
                     && src as u64 % file.dio_mem_align.max(1) as u64 == 0 =>
             {
@@ -493,6 +512,7 @@ impl InKernel {
             io: self.io,
             slot: self.buf.into_slot(),
             result: Err(Error::Os(errno)),
+            writeback: false,
         }
     }
 
@@ -631,7 +651,13 @@ impl ChunkIo {
                 self.done += n;
                 if self.done >= self.chunk.len {
                     let len = self.chunk.len;
-                    self.finish(buf.into_slot(), Ok(len))
+                    let writeback = self.chunk.durable && !direct;
+                    Next::Done(Finished {
+                        io: self,
+                        slot: buf.into_slot(),
+                        result: Ok(len),
+                        writeback,
+                    })
                 } else {
                     self.retries = 0;
                     self.next_write(buf, ctx)
@@ -675,6 +701,7 @@ impl OnGpu {
             io: self.io,
             slot: Some(self.slot),
             result: Err(Error::Gpu(e)),
+            writeback: false,
         }
     }
 
@@ -765,13 +792,11 @@ mod tests {
     use super::*;
     use crate::file::File;
     use crate::gpu::{Gpu, NoGpu};
-    use crate::request::{Completion, ReqState};
+    use crate::request::{Completion, IoRequest, ReqState};
     use crate::scratch::ScratchFile;
     use std::os::fd::AsRawFd;
     use std::sync::Arc;
 
-    /// The O_DIRECT descriptor the test files claim (never used for I/O).
-    const DIRECT_FD: RawFd = 4242;
     const CHUNK: usize = 256 << 10;
     const DEV: u64 = 0x7000_0000;
 
@@ -788,28 +813,39 @@ mod tests {
         slots: Slots,
         stats: Stats,
         file: Arc<File>,
+        /// The descriptor the file claims as its O_DIRECT one (a duplicate
+        /// of the buffered one: the transitions only name it in their ops).
+        direct_fd: RawFd,
         _backing: ScratchFile,
     }
 
-    /// A slab of two 64 KiB and two chunk-size slots, and a file whose
-    /// O_DIRECT descriptor (4 KiB alignment) is `DIRECT_FD`.
-    fn bench(name: &str) -> Bench {
+    /// A slab of two 64 KiB and two chunk-size slots, and a file with an
+    /// O_DIRECT descriptor of 4 KiB alignment, opened by the caller so when
+    /// `client_direct`.
+    fn bench_opened(name: &str, client_direct: bool) -> Bench {
         let gpu: Arc<dyn Gpu> = Arc::new(NoGpu { why: "test".into() });
         let pad = 2 * crate::file::MAX_DIO_ALIGN;
         let slab = Slab::new(&[(2, (64 << 10) + pad), (2, CHUNK + pad)], &gpu, false).unwrap();
         let backing = ScratchFile::new(&format!("chunk-{name}"), &[]);
         let mut file = File::probe(backing.file.as_raw_fd()).unwrap();
-        file.direct_fd = Some(DIRECT_FD);
-        file.dio_mem_align = 4096;
-        file.dio_offset_align = 4096;
+        // SAFETY: dup only names a descriptor of ours; the File owns the copy.
+        let direct_fd = unsafe { libc::dup(backing.file.as_raw_fd()) };
+        assert!(direct_fd >= 0);
+        file.set_direct_for_tests(direct_fd, 4096, client_direct);
         file.max_segments = None;
         Bench {
             slots: Slots::new(&slab),
             slab,
             stats: Stats::default(),
             file: Arc::new(file),
+            direct_fd,
             _backing: backing,
         }
+    }
+
+    /// [`bench_opened`] for a file the caller opened without O_DIRECT.
+    fn bench(name: &str) -> Bench {
+        bench_opened(name, false)
     }
 
     impl Bench {
@@ -825,7 +861,16 @@ mod tests {
 
         fn chunk(&self, dir: Direction, mem: Memory, file_offset: u64, len: usize) -> Chunk {
             let done = Completion::Callback(Box::new(|_| {}));
-            let req = ReqState::new([len].into_iter(), done, self.file.clone(), None);
+            let io = IoRequest {
+                file: self.file.clone(),
+                dir,
+                mem,
+                size: len,
+                file_offset,
+                cancel: None,
+                durable: false,
+            };
+            let req = ReqState::new(&io, [len].into_iter(), done);
             Chunk {
                 req: Arc::new(req),
                 idx: 0,
@@ -983,7 +1028,7 @@ mod tests {
         assert_eq!(k.op, KernelOp::Direct { start: 8192 });
         assert_eq!(
             read(op),
-            (DIRECT_FD, 0x10_0000 as *mut u8, CHUNK as u32, 8192, false)
+            (b.direct_fd, 0x10_0000 as *mut u8, CHUNK as u32, 8192, false)
         );
         assert_eq!(count(&b.stats.cache_misses), 1);
     }
@@ -1040,7 +1085,7 @@ mod tests {
         let (fd, buf, len, offset, _) = read(op);
         assert_eq!(
             (fd, len, offset),
-            (DIRECT_FD, 8192, 0),
+            (b.direct_fd, 8192, 0),
             "widened to 4 KiB blocks"
         );
         assert_eq!(buf, b.slab.slot(slot), "from the slot's start");
@@ -1110,7 +1155,7 @@ mod tests {
     fn an_o_direct_read_that_ends_inside_a_block_is_the_end_of_the_file() {
         let mut b = bench("partial-block");
         let (k, op, _) = b.device_read(ReadMode::Direct, 0, 8192);
-        assert_eq!(read(op).0, DIRECT_FD);
+        assert_eq!(read(op).0, b.direct_fd);
         let (g, copy) = gpu(k.completed(5000, &b.ctx(ReadMode::Direct, resident)));
         assert!(matches!(copy, GpuCopy::Htod(HtodCopy { len: 5000, .. })));
         b.end_copy(g);
@@ -1175,7 +1220,7 @@ mod tests {
         let (fd, buf, len, offset, _) = read(op);
         assert_eq!(
             (fd, buf, len, offset),
-            (DIRECT_FD, b.slab.slot(index), 8192, 0)
+            (b.direct_fd, b.slab.slot(index), 8192, 0)
         );
         // What the kernel would have read: bytes 0..8192 of the file.
         let pattern: Vec<u8> = (0..8192).map(|i| (i % 251) as u8).collect();
@@ -1232,13 +1277,52 @@ mod tests {
     }
 
     #[test]
-    fn a_durable_aligned_write_goes_by_o_direct() {
+    fn an_aligned_write_on_an_o_direct_descriptor_goes_by_o_direct() {
+        let mut b = bench_opened("write-direct", true);
+        let (next, _) = copied_write(&mut b, 8192, 8192, false);
+        let (k, op) = kernel(next);
+        assert_eq!(k.op, KernelOp::Write { direct: true });
+        assert_eq!(write(op).0, b.direct_fd);
+        let f = done(k.completed(8192, &b.ctx(ReadMode::Auto, resident)));
+        assert!(!f.writeback, "O_DIRECT bytes are not in the page cache");
+        assert_eq!(b.settle(f), Ok(8192));
+    }
+
+    #[test]
+    fn a_durable_write_on_a_buffered_descriptor_stays_in_the_page_cache() {
         let mut b = bench("write-durable");
         let (next, _) = copied_write(&mut b, 8192, 8192, true);
         let (k, op) = kernel(next);
-        assert_eq!(k.op, KernelOp::Write { direct: true });
-        assert_eq!(write(op).0, DIRECT_FD);
+        assert_eq!(k.op, KernelOp::Write { direct: false });
+        assert_eq!(write(op).0, b.file.buffered_fd);
         b.end(k);
+    }
+
+    #[test]
+    fn a_finished_durable_page_cache_write_starts_its_writeback() {
+        let mut b = bench("writeback");
+        let (next, _) = copied_write(&mut b, 8192, 8192, true);
+        let (k, _) = kernel(next);
+        let f = done(k.completed(8192, &b.ctx(ReadMode::Auto, resident)));
+        assert!(f.writeback);
+        assert_eq!(b.settle(f), Ok(8192));
+        // A write the caller does not wait on leaves writeback to the kernel.
+        let (next, _) = copied_write(&mut b, 8192, 8192, false);
+        let (k, _) = kernel(next);
+        let f = done(k.completed(8192, &b.ctx(ReadMode::Auto, resident)));
+        assert!(!f.writeback);
+        assert_eq!(b.settle(f), Ok(8192));
+    }
+
+    #[test]
+    fn a_failed_write_keeps_what_it_wrote() {
+        let mut b = bench("write-failed");
+        let (next, _) = copied_write(&mut b, 0, 8192, false);
+        let (k, _) = kernel(next);
+        let (k, _) = kernel(k.completed(4096, &b.ctx(ReadMode::Auto, resident)));
+        let f = done(k.completed(-libc::ENOSPC, &b.ctx(ReadMode::Auto, resident)));
+        assert_eq!(f.io.done(), 4096, "the bytes written before the failure");
+        assert_eq!(b.settle(f), Err(Error::Os(libc::ENOSPC)));
     }
 
     #[test]

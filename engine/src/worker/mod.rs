@@ -29,8 +29,9 @@ use crate::gpu::{Gpu, GpuError, GpuResult};
 use crate::log::Level;
 use crate::queue::WorkQueue;
 use crate::request::Chunk;
-use crate::ring::{Cqe, Ring};
+use crate::ring::Cqe;
 use crate::stats::Stats;
+use crate::storage::Ring;
 use chunk::{AwaitSlot, Ctx, Finished, InKernel, Next, OnGpu};
 use copies::Copies;
 use slots::Slots;
@@ -156,7 +157,7 @@ impl Worker {
             queue,
             faults,
         } = shared;
-        let mut ring = Ring::new(cfg.ring_entries).map_err(|e| {
+        let mut ring = Ring::new(cfg.io_backend, cfg.ring_entries).map_err(|e| {
             crate::log_error!(
                 "io_uring setup failed: {e}; is io_uring disabled (kernel.io_uring_disabled)?"
             );
@@ -312,7 +313,12 @@ impl Worker {
 
     /// The chunk is finished: report it and give back its slot.
     fn finish(&mut self, f: Finished) {
-        let Finished { io, slot, result } = f;
+        let Finished {
+            io,
+            slot,
+            result,
+            writeback,
+        } = f;
         let now = Instant::now();
         let (stage, since) = io.stage();
         self.stats.stage(stage, now - since);
@@ -337,6 +343,9 @@ impl Worker {
         }
         self.held -= 1;
         self.queue.finished();
-        chunk.req.chunk_done(chunk.idx, result);
+        if writeback {
+            crate::file::start_writeback(&chunk.file, chunk.file_offset, chunk.len);
+        }
+        chunk.req.chunk_ended(chunk.idx, result, io.done());
     }
 }
