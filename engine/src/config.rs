@@ -71,6 +71,11 @@ pub struct Config {
     pub io_backend: BackendSetting,
     /// `HIPFILE_READ_MODE` = auto | direct | buffered.
     pub read_mode: ReadMode,
+    /// `HIPFILE_STREAM_STAGES`: stages per stream of stream-ordered I/O
+    /// (2..=[`crate::streamops::MAX_STAGES`]), each a pinned host slot of one
+    /// chunk; with 4 MiB chunks the default 8 keep 32 MiB of a stream's
+    /// reads in flight (see [`crate::streamops`]).
+    pub stream_stages: usize,
     /// `HIPFILE_GPU_RUNTIME` = auto | cuda | hip | none.
     pub gpu_runtime: RuntimeChoice,
     /// `HIPFILE_REGISTER_BUFFERS`: register bounce slabs with io_uring (READ_FIXED).
@@ -181,6 +186,7 @@ impl Default for Config {
             ring_entries: 128,
             io_backend: BackendSetting::Auto,
             read_mode: ReadMode::Auto,
+            stream_stages: crate::streamops::DEFAULT_STAGES,
             gpu_runtime: RuntimeChoice::Auto,
             register_buffers: true,
             pin_buffers: true,
@@ -300,6 +306,10 @@ impl Config {
         }
         if let Some(kb) = env_unsigned(env, "HIPFILE_INLINE_KB") {
             c.inline_max_bytes = clamp_warn("HIPFILE_INLINE_KB", kb as usize, 0, 1024) << 10;
+        }
+        if let Some(n) = env_unsigned(env, "HIPFILE_STREAM_STAGES") {
+            let max = crate::streamops::MAX_STAGES;
+            c.stream_stages = clamp_warn("HIPFILE_STREAM_STAGES", n as usize, 2, max);
         }
         c.ring_entries =
             ((c.slots_per_worker * 2 + c.small_slots_per_worker + c.mid_slots_per_worker) as u32)
@@ -624,6 +634,15 @@ mod tests {
         assert_eq!(c.slots_per_worker, d.slots_per_worker);
         assert_eq!(c.read_mode, ReadMode::Direct);
         assert_eq!(c.gpu_runtime, RuntimeChoice::Auto);
+    }
+
+    #[test]
+    fn stream_stages_are_read_and_clamped() {
+        assert_eq!(Config::default().stream_stages, 8);
+        for (v, want) in [("4", 4), ("1", 2), ("1000", 64), ("four", 8)] {
+            let env: &[(&str, &str)] = &[("HIPFILE_STREAM_STAGES", v)];
+            assert_eq!(Config::from_env_with(env).stream_stages, want, "{v}");
+        }
     }
 
     #[test]

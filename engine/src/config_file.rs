@@ -729,7 +729,7 @@ mod tests {
         "url": "http://example.com/a//b"
     },
     "fs": { "generic": { "posix_unaligned_writes": false } },
-    "hipfile": { "queue_depth": 3, "huge_pages": false }
+    "hipfile": { "queue_depth": 3, "stream_stages": 4, "huge_pages": false }
 }"#;
 
     fn sample() -> FileConfig {
@@ -762,6 +762,7 @@ mod tests {
         assert_eq!(c.chunk_bytes, 1024 << 10);
         assert_eq!(c.stats_level, 2);
         assert_eq!(c.slots_per_worker, 3);
+        assert_eq!(c.stream_stages, 4);
         assert!(!c.huge_pages);
     }
 

@@ -279,7 +279,7 @@ impl StreamOps {
             .chunk_bytes
             .clamp(MIN_STAGE_BYTES, MAX_STAGE_BYTES)
             .next_multiple_of(4096);
-        let stages = super::stages_from_env();
+        let stages = cfg.stream_stages;
         log_info!(
             "stream I/O: {stages} stages of {} KiB per stream, up to {} I/O threads",
             stage_bytes >> 10,
