@@ -56,9 +56,13 @@ all: build
 # here instead, by the C compiler, from libhipfile.a (the same objects, rustc's own link
 # options) with ffi/libhipfile.map. --require-defined pulls exactly the API's objects out of
 # the archive (and fails if one is missing), where --whole-archive would drag in all of std.
+# The library is built last and on its own: hipfile-bench turns on the engine's `testing`
+# feature (its GPU test double), which a build of both in one cargo call would unify into
+# libhipfile; cargo's last build of hipfile-ffi is what target/release/libhipfile.* holds.
 build:
 	@if command -v $(CARGO) >/dev/null 2>&1; then \
-	  $(CARGO) build --release --workspace; \
+	  $(CARGO) build --release -p hipfile-bench && \
+	  $(CARGO) build --release -p hipfile-ffi -p ais-stats -p hipfile-check; \
 	elif [ -f $(OUT)/libhipfile.a ]; then \
 	  echo "$(CARGO) not found: using the existing build in $(OUT)"; \
 	else \

@@ -6,18 +6,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=.carry
 [ "${1:-}" = --into ] && dest=".carry/$2"
-cargo build --release --workspace
+# hipfile-bench, the engine's examples and the test binaries turn on the engine's
+# `testing` feature (its GPU test double, fault plans); libhipfile is built last and on
+# its own, so the carried library is the shipped one (cargo's last build of hipfile-ffi
+# is what target/release/libhipfile.* holds).
+cargo build --release -p hipfile-bench
 cargo build --release -p hipfile-engine --examples
 mkdir -p "$dest"
-cp target/release/libhipfile.so "$dest/"
 [ -x target/release/hipfile-bench ] && cp target/release/hipfile-bench "$dest/"
 # Probes (engine/examples) that measure the machine's own limits.
 for e in pagecache_dma hot_probe copy_shape; do
   [ -x "target/release/examples/$e" ] && cp "target/release/examples/$e" "$dest/"
-done
-# The operator tools.
-for t in ais-stats hipfile-check; do
-  [ -x "target/release/$t" ] && cp "target/release/$t" "$dest/"
 done
 # Test binaries: the engine's unit tests (incl. the real-CUDA test), its I/O tests, and the
 # fault-injection tests that scripts/gpu-run.sh faults runs against the real GPU.
@@ -35,5 +34,15 @@ while read -r name exe; do
     async_faults) cp "$exe" "$dest"/ffi-async-faults ;;
   esac
 done <<< "$unit"
+cargo build --release -p hipfile-ffi -p ais-stats -p hipfile-check
+if nm -C target/release/libhipfile.so | grep -q 'gpu::testgpu\|gpu::flaky\|SeededFaults'; then
+  echo "gpu-prepare: target/release/libhipfile.so carries the engine's test doubles" >&2
+  exit 1
+fi
+cp target/release/libhipfile.so "$dest/"
+# The operator tools.
+for t in ais-stats hipfile-check; do
+  [ -x "target/release/$t" ] && cp "target/release/$t" "$dest/"
+done
 strip --strip-debug "$dest"/* 2>/dev/null || true
 ls -la "$dest"
