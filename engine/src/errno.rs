@@ -1,7 +1,8 @@
 //! The one errno table: what the result of one transfer step means for the
 //! transfer. The ring completions of the workers, the inline path on the
-//! caller's thread and the checked copy into a caller's buffer all ask
-//! [`verdict`], so a given errno means the same thing on every path.
+//! caller's thread, the checked copy into a caller's buffer and the stream
+//! service's file I/O all ask [`verdict`], so a given errno means the same
+//! thing on every path.
 //!
 //! | result                          | way                        | verdict    |
 //! |---------------------------------|----------------------------|------------|
