@@ -39,7 +39,7 @@ impl MountInfo {
 /// descriptor is opened on the first I/O that wants it (a loader that reads
 /// each file once from the page cache never pays for it), and the mount entry
 /// and the block queue's segment limit are kept per device for the process
-/// ([`DeviceFacts`]).
+/// (`DeviceFacts`).
 #[derive(Debug)]
 pub struct File {
     /// The caller's descriptor; never closed by us.
@@ -379,7 +379,7 @@ impl File {
     }
 
     /// The mount entry of the file's filesystem (cached per device; see
-    /// [`DeviceFacts`]). A block device, or a file on a device the mount table
+    /// `DeviceFacts`). A block device, or a file on a device the mount table
     /// does not list, reports "bdev" or "unknown".
     pub fn mount(&self) -> MountInfo {
         DeviceFacts::with(|f| f.mount(self.dev)).unwrap_or_else(|| MountInfo {

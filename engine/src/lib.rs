@@ -4,7 +4,7 @@
 //! the hipFile C ABI. A Rust program embeds it through the safe API of
 //! [`api`]: open files with [`Engine::open`], read into slices, owned
 //! [`HostBuffer`]s or [`DeviceSlice`]s, wait for [`IoFuture`]s, read many
-//! ranges at once with [`Engine::read_batch`]. [`Engine::read`] and the other
+//! ranges at once with [`api::read_batch`]. [`Engine::read`] and the other
 //! raw entry points take addresses and are `unsafe`. `ARCHITECTURE.md` at the
 //! repository root walks through the modules in the order data meets them.
 //!

@@ -36,6 +36,10 @@
 //!                           buffer when aligned, else through a slot and a checked copy
 //! Write from device memory: D2H copy → slot → [O_DIRECT | page-cache] write → done
 //! Write from host memory:   straight from the buffer
+//!
+//! A write uses O_DIRECT only on a descriptor the caller opened so; a durable
+//! write through the page cache ends with [`Finished::writeback`] set, on
+//! which the worker starts the range's writeback.
 
 use super::slots::Slot;
 use crate::bounce::Slab;

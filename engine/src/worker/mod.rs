@@ -1,5 +1,6 @@
-//! A worker: one thread with one io_uring, one bounce slab, one GPU stream
-//! per device (created lazily), and the chunks it holds.
+//! A worker: one thread with one storage queue (io_uring, or the POSIX
+//! backend where io_uring is refused: `crate::storage`), one bounce slab, one
+//! GPU stream per device (created lazily), and the chunks it holds.
 //!
 //! The worker is a loop around the chunk's typed life (`chunk.rs`): it takes
 //! chunks from the engine's queue (`admission.rs`), hands them free bounce

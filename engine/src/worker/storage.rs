@@ -1,4 +1,5 @@
-//! Storage I/O: the worker's ring. A chunk's op goes in tagged with the
+//! Storage I/O: the worker's ring (`crate::storage::Ring`: io_uring or the
+//! POSIX backend, the same interface). A chunk's op goes in tagged with the
 //! chunk's index in the worker's table; its completion comes back to the
 //! same chunk, which is then the only thing that can take it.
 
