@@ -56,7 +56,7 @@ if has correctness; then
   done
   log "engine tests with the real CUDA backend (ignored in CI, where there is no GPU)"
   for t in "$C"/engine-unit "$C"/engine-io; do
-    [ -x "$t" ] && HIPFILE_TEST_DIR="$WORK" timeout 300 "$t" --include-ignored --test-threads=4 2>&1 | tail -4 | tee -a "$OUT/summary.md"
+    [ -x "$t" ] && HIPFILE_TEST_DIR="$WORK" timeout 300 "$t" --include-ignored --test-threads=1 2>&1 | tail -4 | tee -a "$OUT/summary.md"
   done
   for t in tests/gpu/*.c; do
     n=$(basename "$t" .c)

@@ -119,6 +119,16 @@ impl Engine {
                 }
             }
         }
+        // Stream ops need the copy kernel on every device; load it now, while
+        // no stream can be parked by one of ours (streamops docs).
+        if gpu.described_copies() && gpu.has_devices() {
+            if let Err(e) = gpu.preload_described_copies() {
+                crate::log_warn!(
+                    "stream I/O: cannot load the copy kernel ({e}); hipFileReadAsync and \
+                     hipFileWriteAsync will try again at their first call"
+                );
+            }
+        }
         crate::log_info!(
             "engine: {} workers, {} KiB chunks, {} slots each, GPU runtime {}",
             cfg.io_threads,

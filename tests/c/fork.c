@@ -119,7 +119,7 @@ static int child_that_forks(void) {
     return read_and_check(0, 4096) ? 50 : 0;
 }
 
-static void *busy_reader(void *arg) {
+__attribute__((unused)) static void *busy_reader(void *arg) {
     (void)arg;
     size_t off = 0;
     while (!atomic_load(&stop)) {
@@ -165,7 +165,15 @@ int main(int argc, char **argv) {
     CHECK(hipFileRead(parent_handle, b, sizeof b, 8192, 0) == (ssize_t)sizeof b && memcmp(b, data + 8192, sizeof b) == 0,
           "the parent keeps working after the fork");
 
-    /* 3. fork while other threads are inside the library */
+    /* 3. fork while other threads are inside the library. Not under ASan:
+     * GCC 12's sanitizer allocator does not take its own locks around
+     * fork(), so a child of a parent whose threads allocate can block forever
+     * inside ASan's allocator (seen: a new thread's start-up in the child
+     * waiting on an allocator mutex a parent thread held at the fork). The
+     * plain build runs this section. */
+#ifdef __SANITIZE_ADDRESS__
+    printf("SKIP fork while threads read: ASan's allocator is not fork-safe with threads\n");
+#else
     pthread_t t[4];
     for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, busy_reader, NULL);
     for (int k = 0; k < 5; k++) {
@@ -175,6 +183,7 @@ int main(int argc, char **argv) {
     }
     atomic_store(&stop, 1);
     for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+#endif
 
     /* 4. a child that forks again */
     rc = in_child(child_that_forks);

@@ -973,7 +973,86 @@ impl Gpu for CudaGpu {
         self.load_place_kernel(ctx).map(|_| ())
     }
 
-    unsafe fn copy_described_async(&self, desc: *const CopyDesc, stream: Stream) -> GpuResult<()> {
+    fn preload_described_copies(&self) -> GpuResult<()> {
+        for device in 0..self.device_count() {
+            let ctx = self.ctx(device)?;
+            let k = self.load_place_kernel(ctx)?;
+            // With lazy module loading (CUDA_MODULE_LOADING=LAZY, the default
+            // since CUDA 12.2) a function's code reaches the device at its
+            // first launch, which may wait for the context to go idle: launch
+            // it once now, with a zero-length descriptor, on a stream of our
+            // own, so that no later launch (behind a parked stream) loads code.
+            self.in_ctx(ctx, || {
+                let mut d: sys::CUdeviceptr = 0;
+                let desc = CopyDesc::default();
+                // SAFETY: out-pointer to a live local.
+                check("cuMemAlloc_v2", unsafe {
+                    sys::cuMemAlloc_v2(&mut d, std::mem::size_of::<CopyDesc>())
+                })?;
+                let mut st: sys::CUstream = std::ptr::null_mut();
+                // SAFETY: out-pointer to a live local; the context is current.
+                let r = check("cuStreamCreate", unsafe {
+                    sys::cuStreamCreate(
+                        &mut st,
+                        sys::CUstream_flags::CU_STREAM_NON_BLOCKING as c_uint,
+                    )
+                })
+                .and_then(|()| {
+                    // SAFETY: `d` holds 32 bytes; `desc` is a live local; the
+                    // copy is synchronous.
+                    check("cuMemcpyHtoD_v2", unsafe {
+                        sys::cuMemcpyHtoD_v2(
+                            d,
+                            &desc as *const CopyDesc as *const c_void,
+                            std::mem::size_of::<CopyDesc>(),
+                        )
+                    })
+                })
+                .and_then(|()| {
+                    let mut param = d;
+                    let mut params = [&mut param as *mut sys::CUdeviceptr as *mut c_void];
+                    // SAFETY: the place kernel of this context with its one
+                    // u64 parameter; a zero-length descriptor moves nothing.
+                    check("cuLaunchKernel", unsafe {
+                        sys::cuLaunchKernel(
+                            k.func as sys::CUfunction,
+                            1,
+                            1,
+                            1,
+                            PLACE_BLOCK,
+                            1,
+                            1,
+                            0,
+                            st,
+                            params.as_mut_ptr(),
+                            std::ptr::null_mut(),
+                        )
+                    })
+                })
+                // SAFETY: `st` was created above.
+                .and_then(|()| {
+                    check("cuStreamSynchronize", unsafe {
+                        sys::cuStreamSynchronize(st)
+                    })
+                });
+                if !st.is_null() {
+                    // SAFETY: created above, no work left on it.
+                    unsafe { sys::cuStreamDestroy_v2(st) };
+                }
+                // SAFETY: allocated above; the stream that used it is synchronised.
+                unsafe { sys::cuMemFree_v2(d) };
+                r
+            })?;
+        }
+        Ok(())
+    }
+
+    unsafe fn copy_described_async(
+        &self,
+        desc: *const CopyDesc,
+        dev_desc: DevPtr,
+        stream: Stream,
+    ) -> GpuResult<()> {
         let ctx = self.ctx_of(stream)?;
         let k = self
             .kernels
@@ -985,9 +1064,20 @@ impl Gpu for CudaGpu {
                 "described copies were not prepared for this stream's context",
             ))?;
         self.in_ctx(ctx, || {
-            // SAFETY: the caller promised `desc` lies in registered host
-            // memory that outlives the copy.
-            let mut d = unsafe { mapped(desc as *const c_void) }?;
+            // The descriptor goes to device memory by DMA when the stream gets
+            // here (a pinned source is read at execution time), so that the
+            // kernel's blocks read it from device memory, not across the link.
+            // SAFETY: the caller promised `desc` is registered host memory that
+            // outlives the copy and `dev_desc` 32 bytes of device memory.
+            check("cuMemcpyHtoDAsync_v2", unsafe {
+                sys::cuMemcpyHtoDAsync_v2(
+                    dev_desc,
+                    desc as *const c_void,
+                    std::mem::size_of::<CopyDesc>(),
+                    stream.0 as sys::CUstream,
+                )
+            })?;
+            let mut d = dev_desc;
             let mut params = [&mut d as *mut sys::CUdeviceptr as *mut c_void];
             // SAFETY: `k.func` is the place kernel of this context, whose one
             // parameter is a u64 (the descriptor's device address), passed by
@@ -1091,7 +1181,9 @@ mod tests {
         let n = (4 << 20) + 4096;
         let a = gpu.device_alloc(0, n).unwrap();
         let b = gpu.device_alloc(0, n).unwrap();
+        let dd = gpu.device_alloc(0, 64).unwrap();
         let s = gpu.stream_create(0).unwrap();
+        gpu.preload_described_copies().unwrap();
         gpu.prepare_described_copies(s).unwrap();
         // Pinned: the source pattern, the read-back, a zero page, the gate
         // word and the descriptor.
@@ -1128,7 +1220,7 @@ mod tests {
             unsafe {
                 gpu.copy_htod_async(b, base.add(2 * n), n, s).unwrap();
                 gpu.stream_wait_value32_eq(s, (*gate).as_ptr(), v).unwrap();
-                gpu.copy_described_async(desc, s).unwrap();
+                gpu.copy_described_async(desc, dd, s).unwrap();
                 gpu.copy_dtoh_async(base.add(n), b, n, s).unwrap();
                 desc.write_volatile(CopyDesc {
                     dst: b + doff,
@@ -1158,6 +1250,7 @@ mod tests {
         unsafe {
             gpu.device_free(a).unwrap();
             gpu.device_free(b).unwrap();
+            gpu.device_free(dd).unwrap();
         }
     }
 

@@ -175,10 +175,18 @@ impl Gpu for FlakyGpu {
     fn described_copies(&self) -> bool {
         self.inner.described_copies()
     }
+    fn preload_described_copies(&self) -> GpuResult<()> {
+        self.inner.preload_described_copies()
+    }
     fn prepare_described_copies(&self, stream: Stream) -> GpuResult<()> {
         self.inner.prepare_described_copies(stream)
     }
-    unsafe fn copy_described_async(&self, desc: *const CopyDesc, stream: Stream) -> GpuResult<()> {
+    unsafe fn copy_described_async(
+        &self,
+        desc: *const CopyDesc,
+        dev_desc: DevPtr,
+        stream: Stream,
+    ) -> GpuResult<()> {
         if self.take_failure() {
             return Err(GpuError::Driver {
                 call: "copy_described_async (injected)",
@@ -186,7 +194,7 @@ impl Gpu for FlakyGpu {
             });
         }
         // SAFETY: as above.
-        unsafe { self.inner.copy_described_async(desc, stream) }
+        unsafe { self.inner.copy_described_async(desc, dev_desc, stream) }
     }
 }
 

@@ -252,17 +252,33 @@ pub trait Gpu: Send + Sync {
             self.name()
         )))
     }
+    /// Load what described copies need on every device now (CUDA: the copy
+    /// kernel, and the kernel's code on the device). Loading a module can
+    /// wait for the whole context to go idle, so the engine does it when it
+    /// starts, before any stream of the application can be parked by a
+    /// stream op; [`Gpu::prepare_described_copies`] is then a lookup.
+    fn preload_described_copies(&self) -> GpuResult<()> {
+        Ok(())
+    }
     /// Enqueue a device-to-device copy whose destination, source and length
     /// are read from `*desc` when `stream` reaches it (not now); a length of
-    /// 0 copies nothing.
+    /// 0 copies nothing. `dev_desc` is 32 bytes of device memory the copy may
+    /// use to carry the descriptor onto the device: the stream first copies
+    /// `*desc` there, so the copy reads its descriptor from device memory
+    /// (one small DMA) instead of every thread block reading host memory
+    /// across the link (hundreds of round trips of a microsecond or more
+    /// each, which made a 4 MiB placement take milliseconds on the H200).
     ///
     /// # Safety
-    /// `desc` must lie in registered host memory that outlives the copy, and
-    /// when the stream reaches the copy it must describe device memory of the
-    /// stream's device (or have length 0).
+    /// `desc` must lie in registered host memory that outlives the copy;
+    /// `dev_desc` must be device memory of the stream's device that nothing
+    /// else uses until the copy has run; when the stream reaches the copy,
+    /// `*desc` must describe device memory of the stream's device (or have
+    /// length 0).
     unsafe fn copy_described_async(
         &self,
         _desc: *const CopyDesc,
+        _dev_desc: DevPtr,
         _stream: Stream,
     ) -> GpuResult<()> {
         Err(GpuError::NotPresent(format!(

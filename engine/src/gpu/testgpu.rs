@@ -1132,7 +1132,12 @@ impl Gpu for TestGpu {
         Ok(())
     }
 
-    unsafe fn copy_described_async(&self, desc: *const CopyDesc, stream: Stream) -> GpuResult<()> {
+    unsafe fn copy_described_async(
+        &self,
+        desc: *const CopyDesc,
+        _dev_desc: DevPtr,
+        stream: Stream,
+    ) -> GpuResult<()> {
         self.driver_lock();
         let exec = self.exec(stream)?;
         if !lock(&self.described_ready).contains(&exec.device) {
@@ -1526,12 +1531,12 @@ mod tests {
         // SAFETY: the descriptor and word outlive the synchronize below.
         unsafe {
             assert!(
-                gpu.copy_described_async(desc.ptr(), s).is_err(),
+                gpu.copy_described_async(desc.ptr(), 0, s).is_err(),
                 "not prepared"
             );
             gpu.prepare_described_copies(s).unwrap();
             gpu.stream_wait_value32_eq(s, gate.ptr(), 3).unwrap();
-            gpu.copy_described_async(desc.ptr(), s).unwrap();
+            gpu.copy_described_async(desc.ptr(), 0, s).unwrap();
         }
         // Written after the copy was enqueued, before the stream gets there.
         desc.set(CopyDesc {
@@ -1555,7 +1560,7 @@ mod tests {
             reserved: 0,
         });
         // SAFETY: as above.
-        unsafe { gpu.copy_described_async(desc.ptr(), s) }.unwrap();
+        unsafe { gpu.copy_described_async(desc.ptr(), 0, s) }.unwrap();
         gpu.stream_synchronize(s).unwrap();
         assert_eq!(gpu.described_copy_faults(), 1);
     }

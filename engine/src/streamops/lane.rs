@@ -12,7 +12,9 @@
 //! stream is deregistered or the engine closes wait in a process-wide list
 //! and are freed by a later deregistration or close.
 
-use super::service::{LaneMem, Op, Service, Staging, PAGE_BYTES, SKEW_ROOM, SLOT_PAD};
+use super::service::{
+    LaneMem, Op, Service, Staging, DEV_DESC_BYTES, PAGE_BYTES, SKEW_ROOM, SLOT_PAD,
+};
 use super::{Binding, StreamRequest, MAX_STAGE_BYTES, MIN_STAGE_BYTES};
 use crate::bounce::Slab;
 use crate::config::Config;
@@ -125,7 +127,9 @@ impl Lane {
             return Ok(());
         }
         let stride = stage_bytes + SLOT_PAD;
-        let dev = gpu.device_alloc(self.device, stride).map_err(|e| {
+        // One staging buffer, then a descriptor per possible stage.
+        let dev_bytes = stride + stages * DEV_DESC_BYTES;
+        let dev = gpu.device_alloc(self.device, dev_bytes).map_err(|e| {
             log_warn!(
                 "stream I/O: cannot allocate {} KiB of staging on device {}: {e}",
                 stride >> 10,
@@ -455,11 +459,14 @@ impl StreamOps {
                     }
                     op.publish_stage(k);
                     let r = match req.dir {
-                        Direction::Read => gpu
-                            .copy_htod_async(st.dev, host, copy_len, s)
-                            .and_then(|()| gpu.copy_described_async(mem.desc(slot), s)),
+                        Direction::Read => {
+                            gpu.copy_htod_async(st.dev, host, copy_len, s)
+                                .and_then(|()| {
+                                    gpu.copy_described_async(mem.desc(slot), st.dev_desc(slot), s)
+                                })
+                        }
                         Direction::Write => gpu
-                            .copy_described_async(mem.desc(slot), s)
+                            .copy_described_async(mem.desc(slot), st.dev_desc(slot), s)
                             .and_then(|()| gpu.copy_dtoh_async(host, st.dev, copy_len, s)),
                     }
                     .and_then(|()| gpu.stream_write_value32(s, mem.back_ptr(slot), v));

@@ -35,6 +35,9 @@ use std::time::Duration;
 /// Bytes of slack after each stage in a slot: room for a 16-byte alignment
 /// skew and for rounding an O_DIRECT read up to 4 KiB; keeps slots page-aligned.
 pub(crate) const SLOT_PAD: usize = 4096;
+/// Device bytes per slot for its descriptor (a `CopyDesc` is 32; 64 keeps
+/// each on its own half cache line).
+pub(crate) const DEV_DESC_BYTES: usize = 64;
 /// Bytes a stage's host ↔ device copy moves beyond the stage's length: the
 /// skew (< 16) that lines the data up with the user's buffer modulo 16, so
 /// the place kernel can move 16-byte vectors.
@@ -79,6 +82,13 @@ unsafe impl Sync for Staging {}
 impl Staging {
     pub(crate) fn stride(&self) -> usize {
         self.stage_bytes + SLOT_PAD
+    }
+
+    /// Device memory for slot `s`'s descriptor, after the staging buffer: the
+    /// place kernel reads its descriptor there (see `Gpu::copy_described_async`).
+    pub(crate) fn dev_desc(&self, s: usize) -> u64 {
+        debug_assert!(s < self.stages);
+        self.dev + (self.stride() + s * DEV_DESC_BYTES) as u64
     }
 
     pub(crate) fn slot(&self, s: usize) -> *mut u8 {
