@@ -85,8 +85,10 @@ pub(super) enum Buf {
     /// The caller's host memory, directly.
     Caller,
     /// A bounce slot. For a host chunk it holds the chunk's bytes from chunk
-    /// offset `from` on; the bytes before came straight into the caller's buffer.
-    Slot { slot: Slot, from: usize },
+    /// offset `from` on; the bytes before came straight into the caller's
+    /// buffer. (32 bits: a chunk is at most 256 MiB, and an `InKernel` that
+    /// fits in 128 bytes is moved without a call to memcpy.)
+    Slot { slot: Slot, from: u32 },
 }
 
 impl Buf {
@@ -106,9 +108,9 @@ pub(super) enum KernelOp {
     Probe,
     /// A page-cache read that may wait for storage.
     Buffered,
-    /// An O_DIRECT read of the chunk's rest, widened to the file's alignment:
-    /// it starts at file offset `start`.
-    Direct { start: u64 },
+    /// An O_DIRECT read of the chunk's rest, widened to the file's alignment
+    /// (it starts at the chunk's progress rounded down to the alignment).
+    Direct,
     /// A write, with O_DIRECT or through the page cache.
     Write { direct: bool },
 }
@@ -191,6 +193,11 @@ pub(super) struct InKernel {
     op: KernelOp,
     buf: Buf,
 }
+
+// An `InKernel` is moved into the worker's table and out again for every op:
+// within 128 bytes the compiler moves it with a few vector stores, past that
+// with a call to memcpy (two or three per read, about 60 instructions in all).
+const _: () = assert!(std::mem::size_of::<InKernel>() <= 128);
 
 /// A chunk whose copy between its slot and device memory is on the GPU.
 #[derive(Debug)]
@@ -372,7 +379,7 @@ impl ChunkIo {
                     fixed: Self::fixed(&buf, ctx),
                     nowait: false,
                 };
-                let op_kind = KernelOp::Direct { start };
+                let op_kind = KernelOp::Direct;
                 Next::Kernel(InKernel::new(self, op_kind, buf), op)
             }
             _ => {
@@ -453,7 +460,7 @@ impl ChunkIo {
         let done = self.done;
         let (slot, from) = match buf {
             Buf::Caller => return self.finish(None, Ok(done)),
-            Buf::Slot { slot, from } => (slot, from),
+            Buf::Slot { slot, from } => (slot, from as usize),
         };
         match self.chunk.mem {
             Memory::Device { ptr, device } if done > 0 => {
@@ -498,7 +505,7 @@ impl AwaitSlot {
                 Next::Gpu(OnGpu::new(io, slot, CopyDir::FromDevice, device), copy)
             }
             (Direction::Read | Direction::Write, _) => {
-                let from = io.done;
+                let from = io.done as u32;
                 io.next_op(Buf::Slot { slot, from }, ctx)
             }
         }
@@ -526,7 +533,7 @@ impl InKernel {
         match op {
             KernelOp::Probe => io.on_page_cache_read(Way::CacheProbe, res, buf, ctx),
             KernelOp::Buffered => io.on_page_cache_read(Way::BufferedRead, res, buf, ctx),
-            KernelOp::Direct { start } => io.on_direct_read(start, res, buf, ctx),
+            KernelOp::Direct => io.on_direct_read(res, buf, ctx),
             KernelOp::Write { direct } => io.on_write(direct, res, buf, ctx),
         }
     }
@@ -575,7 +582,7 @@ impl ChunkIo {
         }
     }
 
-    fn on_direct_read(mut self, start: u64, res: i32, buf: Buf, ctx: &Ctx) -> Next {
+    fn on_direct_read(mut self, res: i32, buf: Buf, ctx: &Ctx) -> Next {
         let Some((_, align)) = self.chunk.file.direct() else {
             return self.internal(
                 buf.into_slot(),
@@ -583,6 +590,8 @@ impl ChunkIo {
             );
         };
         let first = self.chunk.file_offset;
+        // Where the op started (`next_read`): progress has not moved since.
+        let start = align_down(first + self.done as u64, align);
         let end = first + self.chunk.len as u64;
         let asked = (align_up(end, align) - start) as usize;
         match verdict(Way::DirectRead, res as isize, asked) {
@@ -1029,7 +1038,7 @@ mod tests {
         let b = bench("host-direct");
         let chunk = b.chunk(Direction::Read, Memory::Host(0x10_0000), 8192, CHUNK);
         let (k, op) = kernel(ChunkIo::start(chunk, &b.ctx(ReadMode::Auto, absent)));
-        assert_eq!(k.op, KernelOp::Direct { start: 8192 });
+        assert_eq!(k.op, KernelOp::Direct);
         assert_eq!(
             read(op),
             (b.direct_fd, 0x10_0000 as *mut u8, CHUNK as u32, 8192, false)
@@ -1085,7 +1094,7 @@ mod tests {
         let (k, _, slot) = b.device_read(ReadMode::Auto, 100, 5000);
         let ctx = b.ctx(ReadMode::Auto, resident);
         let (k, op) = kernel(k.completed(-libc::EAGAIN, &ctx));
-        assert_eq!(k.op, KernelOp::Direct { start: 0 });
+        assert_eq!(k.op, KernelOp::Direct);
         let (fd, buf, len, offset, _) = read(op);
         assert_eq!(
             (fd, len, offset),
@@ -1170,7 +1179,7 @@ mod tests {
         let mut b = bench("direct-short");
         let (k, _, _) = b.device_read(ReadMode::Direct, 0, 8192);
         let (k, op) = kernel(k.completed(4096, &b.ctx(ReadMode::Direct, resident)));
-        assert_eq!(k.op, KernelOp::Direct { start: 4096 });
+        assert_eq!(k.op, KernelOp::Direct);
         assert_eq!(read(op).3, 4096);
         b.end(k);
     }

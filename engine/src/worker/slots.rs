@@ -11,13 +11,14 @@ use super::Worker;
 use crate::bounce::Slab;
 use std::ops::Range;
 
-/// One bounce slot of the worker's slab (its index there).
+/// One bounce slot of the worker's slab (its index there; 32 bits keep a
+/// chunk's phase values small, see `chunk.rs`).
 #[derive(Debug, PartialEq, Eq)]
-pub(super) struct Slot(usize);
+pub(super) struct Slot(u32);
 
 impl Slot {
     pub(super) fn index(&self) -> usize {
-        self.0
+        self.0 as usize
     }
 }
 
@@ -68,11 +69,11 @@ impl Slots {
     /// A free slot of the smallest class that holds `len` bytes of data.
     pub(super) fn take_fitting(&mut self, len: usize) -> Option<Slot> {
         let k = self.fitting_class(len)?;
-        self.free[k].pop().map(Slot)
+        self.free[k].pop().map(|i| Slot(i as u32))
     }
 
     pub(super) fn give_back(&mut self, slot: Slot) {
-        let i = slot.0;
+        let i = slot.0 as usize;
         std::mem::forget(slot);
         match self.classes.iter().position(|(r, _)| r.contains(&i)) {
             Some(k) => self.free[k].push(i),
