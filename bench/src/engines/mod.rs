@@ -18,12 +18,15 @@ pub enum Dir {
     Write,
 }
 
-/// One I/O: `len` bytes at file offset `offset`.
+/// One I/O: `len` bytes at `offset` of the file open as `fd` (registered
+/// with libhipfile as `fh` for the hipfile engines).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Op {
     pub dir: Dir,
     pub offset: u64,
     pub len: usize,
+    pub fd: i32,
+    pub fh: usize,
 }
 
 /// A finished I/O: its slot and the bytes moved (or why it failed).
