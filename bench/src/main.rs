@@ -597,6 +597,8 @@ impl Context<'_> {
                 cache_resident_pct: pct,
                 cache: if p.engine == Engine::Copy {
                     "none (no file I/O)".into()
+                } else if p.direct {
+                    "bypassed (O_DIRECT)".into()
                 } else {
                     fiojson::cache_word(pct).into()
                 },
@@ -631,7 +633,9 @@ fn total_extras(units: &[report::Unit]) -> Extras {
         .collect();
     t.cache_resident_pct = (pcts.len() == units.len() && !pcts.is_empty())
         .then(|| pcts.iter().sum::<f64>() / pcts.len() as f64);
-    t.cache = fiojson::cache_word(t.cache_resident_pct).into();
+    if !same(|e| &e.cache) {
+        t.cache = fiojson::cache_word(t.cache_resident_pct).into();
+    }
     t
 }
 

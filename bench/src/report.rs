@@ -610,8 +610,8 @@ pub fn hipfile_line(e: &Extras, read_ios: u64, write_ios: u64) -> String {
         None => e.ioengine.clone(),
     };
     let cache = match e.cache_resident_pct {
-        Some(p) => format!("{} ({p:.0}% cached)", e.cache),
-        None => e.cache.clone(),
+        Some(p) if !e.direct => format!("{} ({p:.0}% cached)", e.cache),
+        _ => e.cache.clone(),
     };
     format!(
         "{} (ioengine={engine}, mem={}, gpu_runtime={}, direct={}, iodepth={}, files={}, page cache {cache})",
