@@ -603,7 +603,15 @@ impl<'a> Runner<'a> {
         let mut draining = false;
         let mut done: Vec<Done> = Vec::with_capacity(depth);
         let low = o.iodepth_low.unwrap_or(depth as u64) as usize;
-        let batch = o.iodepth_batch_submit.max(1) as usize;
+        // I/Os per submission: all queued ones for the batch API (one
+        // hipFileBatchIOSubmit); otherwise fio's 1 (io_uring: each I/O its
+        // own io_uring_enter, as fio commits it; the other engines make one
+        // call per I/O anyway).
+        let batch = match (o.iodepth_batch_submit, plan.engine) {
+            (Some(n), _) => n.max(1) as usize,
+            (None, Engine::HipfileBatch) => usize::MAX,
+            (None, _) => 1,
+        };
         let mut result: Result<(), JobError> = Ok(());
 
         'run: loop {
@@ -613,8 +621,8 @@ impl<'a> Runner<'a> {
             if draining && in_flight <= low {
                 draining = false;
             }
-            let mut submitted = 0usize;
-            while !stopping && !draining && submitted < batch {
+            let mut queued = 0usize;
+            while !stopping && !draining {
                 let Some(&slot) = free.last() else { break };
                 let Some(next) = self.gen.next_op() else {
                     stopping = true;
@@ -670,14 +678,23 @@ impl<'a> Runner<'a> {
                     t_end,
                 });
                 in_flight += 1;
-                submitted += 1;
+                queued += 1;
                 if t_end >= plan.ramp_ns {
                     self.stats.depth_map[depth_bucket(in_flight as u64)] += 1;
                 }
+                if queued >= batch {
+                    if let Err(e) = self.commit(eng, queued) {
+                        result = Err(e);
+                        break 'run;
+                    }
+                    queued = 0;
+                }
             }
-            if submitted > 0 {
-                self.stats.submit_map[count_bucket(submitted as u64)] += 1;
-                self.stats.total_submit += 1;
+            if queued > 0 {
+                if let Err(e) = self.commit(eng, queued) {
+                    result = Err(e);
+                    break 'run;
+                }
             }
             if in_flight >= depth {
                 draining = true;
@@ -758,6 +775,14 @@ impl<'a> Runner<'a> {
             fixed_buffers: None,
             logs: self.logs,
         })
+    }
+
+    /// Hand `n` queued I/Os to the engine (one fio "submit").
+    fn commit(&mut self, eng: &mut dyn Queue, n: usize) -> Result<(), JobError> {
+        eng.flush()?;
+        self.stats.submit_map[count_bucket(n as u64)] += 1;
+        self.stats.total_submit += 1;
+        Ok(())
     }
 
     /// Account one finished I/O.

@@ -187,8 +187,6 @@ fn plan_section(
     said_mem: &mut bool,
 ) -> Result<Section, Fail> {
     let e = o.engine().map_err(Fail::Usage)?;
-    let mem = choose_mem(&o, e, gpu, said_mem)?;
-    let direct = o.direct_for(e);
     let depth = o.iodepth;
     let name = o.name.clone();
     if e.engine.is_sync() && depth > 1 {
@@ -198,6 +196,8 @@ fn plan_section(
             o.ioengine
         )));
     }
+    let mem = choose_mem(&o, e, gpu, said_mem)?;
+    let direct = o.direct_for(e);
     if e.engine == Engine::HipfileAsync
         && gpu.has_devices()
         && o.numjobs * depth > engines::hipfile::MAX_STREAM_OPS

@@ -237,7 +237,9 @@ pub struct JobOptions {
     pub rw: Workload,
     pub rwmixread: u32,
     pub iodepth: u64,
-    pub iodepth_batch_submit: u64,
+    /// I/Os handed to the kernel or library per submission; None = the
+    /// engine's own (fio's 1 for io_uring, all queued I/Os for the batch API).
+    pub iodepth_batch_submit: Option<u64>,
     pub iodepth_batch_complete_min: u64,
     pub iodepth_low: Option<u64>,
     pub numjobs: u64,
@@ -317,7 +319,7 @@ impl Default for JobOptions {
             rw: Workload::Read,
             rwmixread: 50,
             iodepth: 1,
-            iodepth_batch_submit: 1,
+            iodepth_batch_submit: None,
             iodepth_batch_complete_min: 1,
             iodepth_low: None,
             numjobs: 1,
@@ -734,8 +736,8 @@ pub static SPECS: &[Spec] = &[
         o.iodepth = parse_uint(v, 1, MAX_IODEPTH)?;
         Ok(())
     }),
-    spec!("iodepth_batch_submit", ["iodepth_batch"], Int, "most I/Os submitted at once (default: all free slots)", |o, v| {
-        o.iodepth_batch_submit = parse_uint(v, 0, MAX_IODEPTH)?.max(1);
+    spec!("iodepth_batch_submit", ["iodepth_batch"], Int, "I/Os per submission (default: io_uring 1 as fio, hipfile-batch all queued)", |o, v| {
+        o.iodepth_batch_submit = Some(parse_uint(v, 0, MAX_IODEPTH)?.max(1));
         Ok(())
     }),
     spec!("iodepth_batch_complete_min", ["iodepth_batch_complete"], Int, "completions to wait for before submitting again (default 1)", |o, v| {

@@ -516,7 +516,7 @@ impl Engine for BatchEngine {
         Ok(())
     }
 
-    fn reap(&mut self, min: usize, out: &mut Vec<Done>) -> Result<(), String> {
+    fn flush(&mut self) -> Result<(), String> {
         for batch in &mut self.batches {
             if batch.pending.is_empty() {
                 continue;
@@ -529,6 +529,11 @@ impl Engine for BatchEngine {
             batch.in_flight += n;
             batch.pending.clear();
         }
+        Ok(())
+    }
+
+    fn reap(&mut self, min: usize, out: &mut Vec<Done>) -> Result<(), String> {
+        self.flush()?;
         let in_flight: usize = self.batches.iter().map(|b| b.in_flight).sum();
         let want = min.min(in_flight);
         if self.batches.len() == 1 {

@@ -39,6 +39,11 @@ pub struct Done {
 pub trait Engine {
     /// Start `op` in `slot` (the slot is free: its previous I/O was reaped).
     fn submit(&mut self, slot: usize, op: Op) -> Result<(), String>;
+    /// Hand what `submit` queued to the kernel or library now (fio's
+    /// commit); engines that act at `submit` or `reap` need do nothing.
+    fn flush(&mut self) -> Result<(), String> {
+        Ok(())
+    }
     /// Wait for at least `min` completions (fewer only if fewer are in
     /// flight) and append every completion available to `out`.
     fn reap(&mut self, min: usize, out: &mut Vec<Done>) -> Result<(), String>;

@@ -132,6 +132,13 @@ impl Engine for RawEngine {
         Ok(())
     }
 
+    fn flush(&mut self) -> Result<(), String> {
+        self.ring
+            .submit()
+            .map(|_| ())
+            .map_err(|e| format!("io_uring_enter: {e}"))
+    }
+
     fn reap(&mut self, min: usize, out: &mut Vec<Done>) -> Result<(), String> {
         let mut got = 0usize;
         let want = min.min(self.in_flight);
