@@ -341,6 +341,26 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
             &g.sections,
         );
     }
+    if jobs.is_empty() && files.is_empty() && !globals.is_empty() {
+        // fio wants --name; a command line of options alone is one job,
+        // named after its file, so short commands keep working.
+        let name = globals
+            .iter()
+            .rev()
+            .find(|e| e.key == "filename")
+            .and_then(|e| e.value.as_deref())
+            .and_then(|f| f.rsplit('/').next())
+            .filter(|n| !n.is_empty())
+            .unwrap_or("job")
+            .to_string();
+        jobs.push(JobDef {
+            name,
+            globals: Vec::new(),
+            entries: std::mem::take(&mut globals),
+            file_boundary: false,
+        });
+        all_globals.clear();
+    }
     if jobs.is_empty() {
         return Err(if files.is_empty() {
             "no job: give --name=NAME with options, or a job file".into()
@@ -389,7 +409,7 @@ fn add_file_jobs(
 fn shell_quote(s: &str) -> String {
     if !s.is_empty()
         && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,+%@$".contains(c))
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,+%@".contains(c))
     {
         s.to_string()
     } else {
@@ -529,6 +549,17 @@ mod tests {
     }
 
     #[test]
+    fn options_without_a_name_are_one_job_named_after_its_file() {
+        let inv = run(&["--filename=/data/big.dat", "--bs=1m"]);
+        assert_eq!(inv.jobs.len(), 1);
+        assert_eq!(inv.jobs[0].name, "big.dat");
+        let o = inv.jobs[0].resolve().unwrap();
+        assert_eq!(o.bs[0], 1 << 20);
+        assert_eq!(inv.jobs[0].shown_options()["bs"], "1m");
+        assert!(inv.global_options.is_empty());
+    }
+
+    #[test]
     fn name_global_restarts_the_defaults() {
         let inv = run(&["--name=a", "--name=global", "--bs=8k", "--name=b"]);
         assert_eq!(inv.jobs[0].resolve().unwrap().bs[0], 4096);
@@ -543,7 +574,7 @@ mod tests {
             (vec!["--output-format=xml"], "--output-format"),
             (vec!["--eta=sometimes"], "--eta"),
             (vec!["--bs=1q", "--name=a"], "bs"),
-            (vec!["--bs=4k"], "no job"),
+            (vec!["--output-format=json"], "no job"),
         ] {
             let e = parse(&args(&v)).unwrap_err();
             assert!(e.contains(want), "{v:?}: '{e}' should mention '{want}'");

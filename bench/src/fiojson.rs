@@ -155,7 +155,11 @@ pub struct Extras {
     pub write_gbps: f64,
     pub direct: bool,
     pub iodepth: u64,
+    /// Bytes per I/O (the larger of the read and write sizes the job uses).
+    pub bs: u64,
     pub files: u64,
+    /// Bytes of I/O per pass over the files (io_size, else size).
+    pub bytes_per_pass: u64,
     /// hipFileBufRegister was called for the buffer (hipfile engines).
     pub buf_registered: bool,
     /// Files opened (and registered) around each I/O.

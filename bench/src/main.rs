@@ -580,6 +580,8 @@ impl Context<'_> {
                 gpu_runtime: self.gpu_name.clone(),
                 direct: p.direct,
                 iodepth: o.iodepth,
+                bs: o.max_bs(),
+                bytes_per_pass: p.shape.pass_bytes,
                 files: if p.engine == Engine::Copy {
                     0
                 } else {
@@ -622,6 +624,7 @@ fn total_extras(units: &[report::Unit]) -> Extras {
         t.mem = "mixed".into();
     }
     t.files = units.iter().map(|u| u.extras.files).sum();
+    t.bytes_per_pass = units.iter().map(|u| u.extras.bytes_per_pass).sum();
     t.verified_bytes = units.iter().map(|u| u.extras.verified_bytes).sum();
     t.created_bytes = units.iter().map(|u| u.extras.created_bytes).sum();
     t.read_gbps = units.iter().map(|u| u.extras.read_gbps).sum();
@@ -897,6 +900,9 @@ fn run_waves(inv: &Invocation, ctx: &mut Context, rep: &mut Reporter) -> Result<
         );
         let n = plans.len();
         let start = Barrier::new(n + 1);
+        // Every job finishes its I/O before any tears down: freeing device
+        // memory (cuMemFree synchronises the device) while another job's
+        // stream operations wait in the library can deadlock the CUDA context.
         let finish = Barrier::new(n);
         let lives: Vec<job::Live> = (0..n).map(|_| job::Live::default()).collect();
         let tick = wave

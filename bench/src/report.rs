@@ -81,6 +81,7 @@ pub fn units(jobs: &[JobReport]) -> Vec<Unit> {
             u.stats.merge(&j.stats);
             u.job_runtime_ns += j.job_runtime_ns;
             u.extras.files += j.extras.files;
+            u.extras.bytes_per_pass += j.extras.bytes_per_pass;
             u.extras.verified_bytes += j.extras.verified_bytes;
             u.extras.created_bytes += j.extras.created_bytes;
             continue;
@@ -614,13 +615,15 @@ pub fn hipfile_line(e: &Extras, read_ios: u64, write_ios: u64) -> String {
         _ => e.cache.clone(),
     };
     format!(
-        "{} (ioengine={engine}, mem={}, gpu_runtime={}, direct={}, iodepth={}, files={}, page cache {cache})",
+        "{} (ioengine={engine}, mem={}, gpu_runtime={}, direct={}, iodepth={}, bs={}, files={}, {} per pass, page cache {cache})",
         dirs.join(", "),
         e.mem,
         e.gpu_runtime,
         e.direct as u8,
         e.iodepth,
-        e.files
+        num2str(e.bs, 4, true, "B"),
+        e.files,
+        num2str(e.bytes_per_pass, 4, true, "B"),
     )
 }
 
@@ -957,7 +960,9 @@ mod tests {
                 read_gbps: 1.048576,
                 gbps: 1.048576,
                 iodepth: 1,
+                bs: 1 << 20,
                 files: 1,
+                bytes_per_pass: 100 << 20,
                 cache: "hot".into(),
                 cache_resident_pct: Some(100.0),
                 ..Extras::default()
@@ -1033,7 +1038,7 @@ mod tests {
             "     latency   : target=0, window=0, percentile=100.00%, depth=1",
             "Run status group 0 (all jobs):",
             "   READ: bw=1000MiB/s (1049MB/s), 1000MiB/s-1000MiB/s (1049MB/s-1049MB/s), io=100MiB (105MB), run=100-100msec",
-            "ioengine=posix (as psync), mem=host",
+            "ioengine=posix (as psync), mem=host, gpu_runtime=none, direct=0, iodepth=1, bs=1024KiB, files=1, 100MiB per pass",
             "page cache hot (100% cached)",
         ] {
             assert!(text.contains(want), "missing '{want}' in:\n{text}");

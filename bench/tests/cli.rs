@@ -493,3 +493,33 @@ fn output_goes_to_the_file_and_notes_to_stderr() {
     assert!(terse < normal, "terse comes before normal, as in fio");
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn every_job_file_in_bench_jobs_parses() {
+    let d = test_dir("jobfiles");
+    let jobs = Path::new(env!("CARGO_MANIFEST_DIR")).join("jobs");
+    let mut n = 0;
+    for e in std::fs::read_dir(&jobs).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "fio") {
+            continue;
+        }
+        n += 1;
+        let o = gpu_double(
+            &d,
+            &[
+                "--parse-only",
+                &format!("--directory={}", d.display()),
+                p.to_str().unwrap(),
+            ],
+        );
+        assert!(
+            o.status.success(),
+            "{}: {}",
+            p.display(),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    assert!(n >= 7, "{n} job files");
+    std::fs::remove_dir_all(&d).unwrap();
+}
