@@ -35,12 +35,14 @@ fn parse_stat(text: &str) -> Option<Counters> {
     })
 }
 
-/// One disk being watched.
+/// One disk being watched, with the disks it is built on (device-mapper,
+/// md: its `slaves`), as fio reports them.
 #[derive(Clone, Debug)]
 pub struct Disk {
     pub name: String,
     stat: PathBuf,
     before: Counters,
+    slaves: Vec<Disk>,
 }
 
 /// The disk (not partition) directory in sysfs of the device holding `path`.
@@ -64,6 +66,28 @@ fn disk_dir(path: &Path) -> Option<PathBuf> {
     }
 }
 
+fn disk_at(dir: &Path, depth: usize) -> Option<Disk> {
+    let stat = dir.join("stat");
+    let name = dir.file_name()?.to_string_lossy().into_owned();
+    let before = parse_stat(&std::fs::read_to_string(&stat).ok()?)?;
+    let mut slaves = Vec::new();
+    if depth < 4 {
+        if let Ok(rd) = std::fs::read_dir(dir.join("slaves")) {
+            let mut dirs: Vec<PathBuf> = rd
+                .filter_map(|e| std::fs::canonicalize(e.ok()?.path()).ok())
+                .collect();
+            dirs.sort();
+            slaves.extend(dirs.iter().filter_map(|d| disk_at(d, depth + 1)));
+        }
+    }
+    Some(Disk {
+        name,
+        stat,
+        before,
+        slaves,
+    })
+}
+
 /// Start watching the disks that hold `paths` (each disk once).
 pub fn watch<'a>(paths: impl IntoIterator<Item = &'a str>) -> Vec<Disk> {
     let mut disks: Vec<Disk> = Vec::new();
@@ -71,22 +95,28 @@ pub fn watch<'a>(paths: impl IntoIterator<Item = &'a str>) -> Vec<Disk> {
         let Some(dir) = disk_dir(Path::new(p)) else {
             continue;
         };
-        let stat = dir.join("stat");
         let Some(name) = dir.file_name().map(|n| n.to_string_lossy().into_owned()) else {
             continue;
         };
         if disks.iter().any(|d| d.name == name) {
             continue;
         }
-        let Some(before) = std::fs::read_to_string(&stat)
-            .ok()
-            .and_then(|t| parse_stat(&t))
-        else {
-            continue;
-        };
-        disks.push(Disk { name, stat, before });
+        if let Some(d) = disk_at(&dir, 0) {
+            disks.push(d);
+        }
     }
     disks
+}
+
+/// The members' figures folded as fio does: counts averaged over the
+/// members, utilisation the busiest member's.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Aggregate {
+    pub ios: [u64; 2],
+    pub merges: [u64; 2],
+    pub ticks: [u64; 2],
+    pub in_queue: u64,
+    pub max_util: f64,
 }
 
 /// What a disk did during the run.
@@ -96,29 +126,58 @@ pub struct Usage {
     pub delta: Counters,
     /// Share of the run the disk was busy, percent.
     pub util: f64,
+    /// A disk built on others (device-mapper, md): what they did.
+    pub aggregate: Option<Aggregate>,
 }
 
 impl Disk {
-    pub fn usage(&self, wall_ms: u64) -> Option<Usage> {
+    fn delta(&self) -> Option<Counters> {
         let now = parse_stat(&std::fs::read_to_string(&self.stat).ok()?)?;
         let b = self.before;
-        let d = Counters {
+        Some(Counters {
             ios: [now.ios[0] - b.ios[0], now.ios[1] - b.ios[1]],
             merges: [now.merges[0] - b.merges[0], now.merges[1] - b.merges[1]],
             ticks: [now.ticks[0] - b.ticks[0], now.ticks[1] - b.ticks[1]],
             io_ticks: now.io_ticks - b.io_ticks,
             in_queue: now.in_queue - b.in_queue,
+        })
+    }
+
+    /// This disk's figures over the run, then its members' (fio lists them
+    /// after the disk they make up).
+    pub fn usage(&self, wall_ms: u64) -> Vec<Usage> {
+        let util = |d: &Counters| {
+            if wall_ms > 0 {
+                (100.0 * d.io_ticks as f64 / wall_ms as f64).min(100.0)
+            } else {
+                0.0
+            }
         };
-        let util = if wall_ms > 0 {
-            (100.0 * d.io_ticks as f64 / wall_ms as f64).min(100.0)
-        } else {
-            0.0
+        let Some(d) = self.delta() else {
+            return Vec::new();
         };
-        Some(Usage {
+        let members: Vec<Vec<Usage>> = self.slaves.iter().map(|s| s.usage(wall_ms)).collect();
+        let direct: Vec<&Usage> = members.iter().filter_map(|m| m.first()).collect();
+        let aggregate = (!direct.is_empty()).then(|| {
+            let n = direct.len() as u64;
+            let sum =
+                |f: &dyn Fn(&Counters) -> u64| direct.iter().map(|u| f(&u.delta)).sum::<u64>() / n;
+            Aggregate {
+                ios: [sum(&|c| c.ios[0]), sum(&|c| c.ios[1])],
+                merges: [sum(&|c| c.merges[0]), sum(&|c| c.merges[1])],
+                ticks: [sum(&|c| c.ticks[0]), sum(&|c| c.ticks[1])],
+                in_queue: sum(&|c| c.in_queue),
+                max_util: direct.iter().map(|u| u.util).fold(0.0, f64::max).min(100.0),
+            }
+        });
+        let mut out = vec![Usage {
             name: self.name.clone(),
             delta: d,
-            util,
-        })
+            util: util(&d),
+            aggregate,
+        }];
+        out.extend(members.into_iter().flatten());
+        out
     }
 }
 
@@ -135,6 +194,38 @@ mod tests {
         assert_eq!((c.io_ticks, c.in_queue), (90, 120));
         assert!(parse_stat("1 2 3").is_none());
         assert!(parse_stat("a b c d e f g h i j k").is_none());
+    }
+
+    #[test]
+    fn a_disk_made_of_others_reports_its_members_as_fio_does() {
+        let base = std::env::var_os("HIPFILE_TEST_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir)
+            .join(format!("diskutil-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let (dm, a, b) = (base.join("dm-0"), base.join("sda"), base.join("sdb"));
+        for d in [&dm, &a, &b] {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::write(d.join("stat"), "0 0 0 0 0 0 0 0 0 0 0\n").unwrap();
+        }
+        std::fs::create_dir_all(dm.join("slaves")).unwrap();
+        std::os::unix::fs::symlink(&a, dm.join("slaves/sda")).unwrap();
+        std::os::unix::fs::symlink(&b, dm.join("slaves/sdb")).unwrap();
+        let disk = disk_at(&dm, 0).unwrap();
+        std::fs::write(dm.join("stat"), "10 0 0 5 0 0 0 0 0 50 5\n").unwrap();
+        std::fs::write(a.join("stat"), "4 2 0 6 0 0 0 0 0 100 6\n").unwrap();
+        std::fs::write(b.join("stat"), "8 0 0 2 0 0 0 0 0 20 2\n").unwrap();
+        let u = disk.usage(100);
+        let names: Vec<&str> = u.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(names, ["dm-0", "sda", "sdb"]);
+        assert_eq!(u[0].util, 50.0);
+        let agg = u[0].aggregate.unwrap();
+        assert_eq!(agg.ios, [6, 0]);
+        assert_eq!(agg.merges, [1, 0]);
+        assert_eq!(agg.in_queue, 4);
+        assert_eq!(agg.max_util, 100.0);
+        assert!(u[1].aggregate.is_none());
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]

@@ -243,6 +243,21 @@ pub fn lay_out(need: &BTreeMap<String, u64>, allow_create: bool) -> Result<Layou
     })
 }
 
+/// Let the process hold as many descriptors as its hard limit allows: a job
+/// over thousands of files keeps each open (and libhipfile may hold a second,
+/// O_DIRECT descriptor per registered file), beyond the usual soft limit of 1024.
+pub fn raise_open_file_limit() {
+    // SAFETY: an all-zero rlimit is a valid value for getrlimit to overwrite.
+    let mut r: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: r is a live rlimit; setrlimit only raises the soft limit to the hard one.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
+            r.rlim_cur = r.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        }
+    }
+}
+
 /// Open a job file for its I/O.
 pub fn open(path: &str, writes: bool, direct: bool) -> Result<i32, String> {
     let c = std::ffi::CString::new(path).map_err(|_| format!("{path}: NUL in file name"))?;
@@ -254,10 +269,12 @@ pub fn open(path: &str, writes: bool, direct: bool) -> Result<i32, String> {
     let fd = unsafe { libc::open(c.as_ptr(), flags) };
     if fd < 0 {
         let e = std::io::Error::last_os_error();
-        let hint = if direct && e.raw_os_error() == Some(libc::EINVAL) {
-            " (the filesystem refuses O_DIRECT; try direct=0)"
-        } else {
-            ""
+        let hint = match e.raw_os_error() {
+            Some(libc::EINVAL) if direct => " (the filesystem refuses O_DIRECT; try direct=0)",
+            Some(libc::EMFILE) | Some(libc::ENFILE) => {
+                " (too many open files: raise `ulimit -n`, or hold fewer open with openfiles=N or open_per_io=1)"
+            }
+            _ => "",
         };
         return Err(format!("open {path}: {e}{hint}"));
     }

@@ -135,6 +135,24 @@ pub struct DiskUtil {
     pub write_ticks: u64,
     pub in_queue: u64,
     pub util: f64,
+    /// A disk made of others (device-mapper, md): its members, averaged
+    /// (fio's spelling, `aggr_write_merge` included).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub aggr_read_ios: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub aggr_write_ios: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub aggr_read_merges: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub aggr_write_merge: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub aggr_read_ticks: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub aggr_write_ticks: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub aggr_in_queue: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub aggr_util: Option<f64>,
 }
 
 /// Ours: what was measured, in words a reader of the figures needs.

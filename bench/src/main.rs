@@ -730,6 +730,7 @@ fn run(inv: &Invocation) -> Result<(), Fail> {
         return Ok(());
     }
     let total_jobs = index;
+    files::raise_open_file_limit();
 
     // Lay out the files every job needs, all at once.
     let mut need: BTreeMap<String, u64> = BTreeMap::new();
@@ -1040,7 +1041,7 @@ fn run_waves(inv: &Invocation, ctx: &mut Context, rep: &mut Reporter) -> Result<
             return Err(Fail::Run(e));
         }
         let wall_ms = wall.as_millis() as u64;
-        for d in disks.iter().filter_map(|d| d.usage(wall_ms)) {
+        for d in disks.iter().flat_map(|d| d.usage(wall_ms)) {
             match disk_totals.iter_mut().find(|t| t.name == d.name) {
                 Some(t) => {
                     for k in 0..2 {
@@ -1051,6 +1052,15 @@ fn run_waves(inv: &Invocation, ctx: &mut Context, rep: &mut Reporter) -> Result<
                     t.delta.io_ticks += d.delta.io_ticks;
                     t.delta.in_queue += d.delta.in_queue;
                     t.util = t.util.max(d.util);
+                    if let (Some(a), Some(b)) = (t.aggregate.as_mut(), d.aggregate) {
+                        for k in 0..2 {
+                            a.ios[k] += b.ios[k];
+                            a.merges[k] += b.merges[k];
+                            a.ticks[k] += b.ticks[k];
+                        }
+                        a.in_queue += b.in_queue;
+                        a.max_util = a.max_util.max(b.max_util);
+                    }
                 }
                 None => disk_totals.push(d),
             }

@@ -421,6 +421,14 @@ pub fn json(inp: &Inputs) -> fiojson::Report {
                     write_ticks: d.delta.ticks[1],
                     in_queue: d.delta.in_queue,
                     util: d.util,
+                    aggr_read_ios: d.aggregate.map(|a| a.ios[0]),
+                    aggr_write_ios: d.aggregate.map(|a| a.ios[1]),
+                    aggr_read_merges: d.aggregate.map(|a| a.merges[0]),
+                    aggr_write_merge: d.aggregate.map(|a| a.merges[1]),
+                    aggr_read_ticks: d.aggregate.map(|a| a.ticks[0]),
+                    aggr_write_ticks: d.aggregate.map(|a| a.ticks[1]),
+                    aggr_in_queue: d.aggregate.map(|a| a.in_queue),
+                    aggr_util: d.aggregate.map(|a| a.max_util),
                 })
                 .collect()
         }),
@@ -736,9 +744,10 @@ pub fn normal(inp: &Inputs) -> String {
         out.push_str("\nDisk stats (read/write):\n");
         for d in inp.disks {
             let c = &d.delta;
-            let _ = writeln!(
+            let _ = write!(
                 out,
-                "  {}: ios={}/{}, merge={}/{}, ticks={}/{}, in_queue={}, util={:3.2}%",
+                "{}  {}: ios={}/{}, merge={}/{}, ticks={}/{}, in_queue={}, util={:3.2}%",
+                if d.aggregate.is_some() { "  " } else { "" },
                 d.name,
                 c.ios[0],
                 c.ios[1],
@@ -749,6 +758,14 @@ pub fn normal(inp: &Inputs) -> String {
                 c.in_queue,
                 d.util
             );
+            if let Some(a) = &d.aggregate {
+                let _ = write!(
+                    out,
+                    ", aggrios={}/{}, aggrmerge={}/{}, aggrticks={}/{}, aggrin_queue={}, aggrutil={:3.2}%",
+                    a.ios[0], a.ios[1], a.merges[0], a.merges[1], a.ticks[0], a.ticks[1], a.in_queue, a.max_util
+                );
+            }
+            out.push('\n');
         }
     }
     let reads: u64 = inp.units.iter().map(|u| u.stats.dirs[0].ios).sum();
@@ -896,6 +913,20 @@ pub fn terse(inp: &Inputs, ver: u32) -> String {
                 c.in_queue,
                 d.util
             );
+            if let Some(a) = &d.aggregate {
+                let _ = write!(
+                    out,
+                    ";slaves;{};{};{};{};{};{};{};{:3.2}%",
+                    a.ios[0],
+                    a.ios[1],
+                    a.merges[0],
+                    a.merges[1],
+                    a.ticks[0],
+                    a.ticks[1],
+                    a.in_queue,
+                    a.max_util
+                );
+            }
         }
         if !u.description.is_empty() {
             let _ = write!(out, ";{}", u.description);
