@@ -108,26 +108,48 @@ pub fn watch<'a>(paths: impl IntoIterator<Item = &'a str>) -> Vec<Disk> {
     disks
 }
 
-/// The members' figures folded as fio does: counts averaged over the
-/// members, utilisation the busiest member's.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Aggregate {
+/// What fio reports of a disk over a run: ios, merges and ticks per
+/// direction, time in queue, and the share of the run it was busy (percent).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Figures {
     pub ios: [u64; 2],
     pub merges: [u64; 2],
     pub ticks: [u64; 2],
     pub in_queue: u64,
-    pub max_util: f64,
+    pub util: f64,
+}
+
+impl Figures {
+    /// The figures in fio's order, as text (terse joins them with ';').
+    pub fn fields(&self) -> [String; 8] {
+        let [r, w] = self.ios;
+        let [mr, mw] = self.merges;
+        let [tr, tw] = self.ticks;
+        let mut out = [r, w, mr, mw, tr, tw, self.in_queue, 0].map(|v| v.to_string());
+        out[7] = format!("{:3.2}%", self.util);
+        out
+    }
+
+    /// Another run's figures of the same disk: counts add, the busier share stays.
+    pub fn add(&mut self, o: &Figures) {
+        for k in 0..2 {
+            self.ios[k] += o.ios[k];
+            self.merges[k] += o.merges[k];
+            self.ticks[k] += o.ticks[k];
+        }
+        self.in_queue += o.in_queue;
+        self.util = self.util.max(o.util);
+    }
 }
 
 /// What a disk did during the run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Usage {
     pub name: String,
-    pub delta: Counters,
-    /// Share of the run the disk was busy, percent.
-    pub util: f64,
-    /// A disk built on others (device-mapper, md): what they did.
-    pub aggregate: Option<Aggregate>,
+    pub figures: Figures,
+    /// A disk built on others (device-mapper, md): its members folded as fio
+    /// does, counts averaged over them and the busiest one's share.
+    pub aggregate: Option<Figures>,
 }
 
 impl Disk {
@@ -146,34 +168,43 @@ impl Disk {
     /// This disk's figures over the run, then its members' (fio lists them
     /// after the disk they make up).
     pub fn usage(&self, wall_ms: u64) -> Vec<Usage> {
-        let util = |d: &Counters| {
-            if wall_ms > 0 {
-                (100.0 * d.io_ticks as f64 / wall_ms as f64).min(100.0)
-            } else {
-                0.0
-            }
-        };
         let Some(d) = self.delta() else {
             return Vec::new();
         };
         let members: Vec<Vec<Usage>> = self.slaves.iter().map(|s| s.usage(wall_ms)).collect();
-        let direct: Vec<&Usage> = members.iter().filter_map(|m| m.first()).collect();
+        let direct: Vec<&Figures> = members
+            .iter()
+            .filter_map(|m| m.first())
+            .map(|u| &u.figures)
+            .collect();
         let aggregate = (!direct.is_empty()).then(|| {
+            let mut sum = Figures::default();
+            for f in &direct {
+                sum.add(f);
+            }
             let n = direct.len() as u64;
-            let sum =
-                |f: &dyn Fn(&Counters) -> u64| direct.iter().map(|u| f(&u.delta)).sum::<u64>() / n;
-            Aggregate {
-                ios: [sum(&|c| c.ios[0]), sum(&|c| c.ios[1])],
-                merges: [sum(&|c| c.merges[0]), sum(&|c| c.merges[1])],
-                ticks: [sum(&|c| c.ticks[0]), sum(&|c| c.ticks[1])],
-                in_queue: sum(&|c| c.in_queue),
-                max_util: direct.iter().map(|u| u.util).fold(0.0, f64::max).min(100.0),
+            Figures {
+                ios: sum.ios.map(|v| v / n),
+                merges: sum.merges.map(|v| v / n),
+                ticks: sum.ticks.map(|v| v / n),
+                in_queue: sum.in_queue / n,
+                util: sum.util.min(100.0),
             }
         });
+        let util = if wall_ms > 0 {
+            (100.0 * d.io_ticks as f64 / wall_ms as f64).min(100.0)
+        } else {
+            0.0
+        };
         let mut out = vec![Usage {
             name: self.name.clone(),
-            delta: d,
-            util: util(&d),
+            figures: Figures {
+                ios: d.ios,
+                merges: d.merges,
+                ticks: d.ticks,
+                in_queue: d.in_queue,
+                util,
+            },
             aggregate,
         }];
         out.extend(members.into_iter().flatten());
@@ -218,12 +249,15 @@ mod tests {
         let u = disk.usage(100);
         let names: Vec<&str> = u.iter().map(|x| x.name.as_str()).collect();
         assert_eq!(names, ["dm-0", "sda", "sdb"]);
-        assert_eq!(u[0].util, 50.0);
+        assert_eq!(u[0].figures.util, 50.0);
+        assert_eq!(u[0].figures.ios, [10, 0]);
         let agg = u[0].aggregate.unwrap();
         assert_eq!(agg.ios, [6, 0]);
         assert_eq!(agg.merges, [1, 0]);
         assert_eq!(agg.in_queue, 4);
-        assert_eq!(agg.max_util, 100.0);
+        assert_eq!(agg.util, 100.0);
+        assert_eq!(agg.fields()[0], "6");
+        assert_eq!(agg.fields()[7], "100.00%");
         assert!(u[1].aggregate.is_none());
         std::fs::remove_dir_all(&base).unwrap();
     }

@@ -541,7 +541,7 @@ impl Context<'_> {
         p: &job::JobPlan,
         f: &Finished,
         cpu: report::Cpu,
-    ) -> report::JobReport {
+    ) -> report::Unit {
         let o = &s.opts;
         let (mut res, mut tot, mut known) = (0u64, 0u64, true);
         if p.engine != Engine::Copy {
@@ -557,9 +557,10 @@ impl Context<'_> {
         }
         let pct = (known && tot > 0).then(|| 100.0 * res as f64 / tot as f64);
         let given = &o.ioengine;
-        report::JobReport {
+        report::Unit {
             name: o.name.clone(),
             groupid: s.groupid,
+            members: 1,
             group_reporting: o.group_reporting,
             description: o.description.clone(),
             options: s.def_options.clone(),
@@ -650,7 +651,7 @@ struct Reporter<'a> {
 impl Reporter<'_> {
     fn emit(
         &mut self,
-        jobs: &[report::JobReport],
+        jobs: &[report::Unit],
         disks: &[diskutil::Usage],
         global_options: &indexmap::IndexMap<String, String>,
         elapsed_s: u64,
@@ -873,7 +874,7 @@ fn write_logs(sections: &[Section], outcomes: &[job::JobOutcome]) -> Result<(), 
 }
 
 type WaveResults = (
-    Vec<report::JobReport>,
+    Vec<report::Unit>,
     Vec<diskutil::Usage>,
     u64,
     Vec<job::JobOutcome>,
@@ -968,7 +969,7 @@ fn run_waves(inv: &Invocation, ctx: &mut Context, rep: &mut Reporter) -> Result<
                             .map(|l| l.snapshot(Duration::from_secs(1)))
                             .collect();
                         let cpu = cpu_between(&ru0, &rusage(), t0.elapsed());
-                        let jobs: Vec<report::JobReport> = plans
+                        let jobs: Vec<report::Unit> = plans
                             .iter()
                             .zip(snaps)
                             .map(|((s, p), st)| {
@@ -1044,22 +1045,9 @@ fn run_waves(inv: &Invocation, ctx: &mut Context, rep: &mut Reporter) -> Result<
         for d in disks.iter().flat_map(|d| d.usage(wall_ms)) {
             match disk_totals.iter_mut().find(|t| t.name == d.name) {
                 Some(t) => {
-                    for k in 0..2 {
-                        t.delta.ios[k] += d.delta.ios[k];
-                        t.delta.merges[k] += d.delta.merges[k];
-                        t.delta.ticks[k] += d.delta.ticks[k];
-                    }
-                    t.delta.io_ticks += d.delta.io_ticks;
-                    t.delta.in_queue += d.delta.in_queue;
-                    t.util = t.util.max(d.util);
+                    t.figures.add(&d.figures);
                     if let (Some(a), Some(b)) = (t.aggregate.as_mut(), d.aggregate) {
-                        for k in 0..2 {
-                            a.ios[k] += b.ios[k];
-                            a.merges[k] += b.merges[k];
-                            a.ticks[k] += b.ticks[k];
-                        }
-                        a.in_queue += b.in_queue;
-                        a.max_util = a.max_util.max(b.max_util);
+                        a.add(&b);
                     }
                 }
                 None => disk_totals.push(d),

@@ -29,28 +29,16 @@ pub struct Cpu {
     pub minf: u64,
 }
 
-/// One job's results, before grouping.
-#[derive(Clone, Debug)]
-pub struct JobReport {
-    pub name: String,
-    pub groupid: usize,
-    pub group_reporting: bool,
-    pub description: String,
-    pub options: Map<String>,
-    pub stats: JobStats,
-    pub job_runtime_ns: u64,
-    pub iodepth: u64,
-    pub pct: Percentiles,
-    pub cpu: Cpu,
-    pub extras: Extras,
-}
-
-/// A reported entry: one job, or a group's jobs folded together.
+/// A reported entry: one job, or a group's jobs folded together (fio's
+/// thread_stat).
 #[derive(Clone, Debug)]
 pub struct Unit {
     pub name: String,
     pub groupid: usize,
+    /// Jobs folded in (1 for a job alone).
     pub members: usize,
+    /// The job asked to be folded with its group's other such jobs.
+    pub group_reporting: bool,
     pub description: String,
     pub options: Map<String>,
     pub stats: JobStats,
@@ -69,36 +57,24 @@ impl Unit {
 
 /// Fold jobs into units as fio does: consecutive jobs of one group that
 /// have group_reporting become one unit.
-pub fn units(jobs: &[JobReport]) -> Vec<Unit> {
+pub fn units(jobs: &[Unit]) -> Vec<Unit> {
     let mut out: Vec<Unit> = Vec::new();
     let mut last_group: Option<usize> = None;
     for j in jobs {
         let merge = j.group_reporting && last_group == Some(j.groupid) && !out.is_empty();
         last_group = j.group_reporting.then_some(j.groupid);
-        if merge {
-            let u = out.last_mut().expect("checked above");
-            u.members += 1;
-            u.stats.merge(&j.stats);
-            u.job_runtime_ns += j.job_runtime_ns;
-            u.extras.files += j.extras.files;
-            u.extras.bytes_per_pass += j.extras.bytes_per_pass;
-            u.extras.verified_bytes += j.extras.verified_bytes;
-            u.extras.created_bytes += j.extras.created_bytes;
-            continue;
+        match out.last_mut() {
+            Some(u) if merge => {
+                u.members += j.members;
+                u.stats.merge(&j.stats);
+                u.job_runtime_ns += j.job_runtime_ns;
+                u.extras.files += j.extras.files;
+                u.extras.bytes_per_pass += j.extras.bytes_per_pass;
+                u.extras.verified_bytes += j.extras.verified_bytes;
+                u.extras.created_bytes += j.extras.created_bytes;
+            }
+            _ => out.push(j.clone()),
         }
-        out.push(Unit {
-            name: j.name.clone(),
-            groupid: j.groupid,
-            members: 1,
-            description: j.description.clone(),
-            options: j.options.clone(),
-            stats: j.stats.clone(),
-            job_runtime_ns: j.job_runtime_ns,
-            iodepth: j.iodepth,
-            pct: j.pct.clone(),
-            cpu: j.cpu,
-            extras: j.extras.clone(),
-        });
     }
     for u in out.iter_mut() {
         u.extras.read_gbps = u.gbps(0);
@@ -411,24 +387,27 @@ pub fn json(inp: &Inputs) -> fiojson::Report {
         disk_util: (!inp.disks.is_empty()).then(|| {
             inp.disks
                 .iter()
-                .map(|d| DiskUtil {
-                    name: d.name.clone(),
-                    read_ios: d.delta.ios[0],
-                    write_ios: d.delta.ios[1],
-                    read_merges: d.delta.merges[0],
-                    write_merges: d.delta.merges[1],
-                    read_ticks: d.delta.ticks[0],
-                    write_ticks: d.delta.ticks[1],
-                    in_queue: d.delta.in_queue,
-                    util: d.util,
-                    aggr_read_ios: d.aggregate.map(|a| a.ios[0]),
-                    aggr_write_ios: d.aggregate.map(|a| a.ios[1]),
-                    aggr_read_merges: d.aggregate.map(|a| a.merges[0]),
-                    aggr_write_merge: d.aggregate.map(|a| a.merges[1]),
-                    aggr_read_ticks: d.aggregate.map(|a| a.ticks[0]),
-                    aggr_write_ticks: d.aggregate.map(|a| a.ticks[1]),
-                    aggr_in_queue: d.aggregate.map(|a| a.in_queue),
-                    aggr_util: d.aggregate.map(|a| a.max_util),
+                .map(|d| {
+                    let (f, a) = (&d.figures, d.aggregate.as_ref());
+                    DiskUtil {
+                        name: d.name.clone(),
+                        read_ios: f.ios[0],
+                        write_ios: f.ios[1],
+                        read_merges: f.merges[0],
+                        write_merges: f.merges[1],
+                        read_ticks: f.ticks[0],
+                        write_ticks: f.ticks[1],
+                        in_queue: f.in_queue,
+                        util: f.util,
+                        aggr_read_ios: a.map(|a| a.ios[0]),
+                        aggr_write_ios: a.map(|a| a.ios[1]),
+                        aggr_read_merges: a.map(|a| a.merges[0]),
+                        aggr_write_merge: a.map(|a| a.merges[1]),
+                        aggr_read_ticks: a.map(|a| a.ticks[0]),
+                        aggr_write_ticks: a.map(|a| a.ticks[1]),
+                        aggr_in_queue: a.map(|a| a.in_queue),
+                        aggr_util: a.map(|a| a.util),
+                    }
                 })
                 .collect()
         }),
@@ -743,27 +722,22 @@ pub fn normal(inp: &Inputs) -> String {
     if !inp.disks.is_empty() {
         out.push_str("\nDisk stats (read/write):\n");
         for d in inp.disks {
-            let c = &d.delta;
+            // A disk made of others shows their figures after its own.
+            let line = |prefix: &str, f: &[String; 8]| {
+                format!(
+                    "{prefix}ios={}/{}, {prefix}merge={}/{}, {prefix}ticks={}/{}, {prefix}in_queue={}, {prefix}util={}",
+                    f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]
+                )
+            };
+            let indent = if d.aggregate.is_some() { "  " } else { "" };
             let _ = write!(
                 out,
-                "{}  {}: ios={}/{}, merge={}/{}, ticks={}/{}, in_queue={}, util={:3.2}%",
-                if d.aggregate.is_some() { "  " } else { "" },
+                "{indent}  {}: {}",
                 d.name,
-                c.ios[0],
-                c.ios[1],
-                c.merges[0],
-                c.merges[1],
-                c.ticks[0],
-                c.ticks[1],
-                c.in_queue,
-                d.util
+                line("", &d.figures.fields())
             );
             if let Some(a) = &d.aggregate {
-                let _ = write!(
-                    out,
-                    ", aggrios={}/{}, aggrmerge={}/{}, aggrticks={}/{}, aggrin_queue={}, aggrutil={:3.2}%",
-                    a.ios[0], a.ios[1], a.merges[0], a.merges[1], a.ticks[0], a.ticks[1], a.in_queue, a.max_util
-                );
+                let _ = write!(out, ", {}", line("aggr", &a.fields()));
             }
             out.push('\n');
         }
@@ -899,33 +873,9 @@ pub fn terse(inp: &Inputs, ver: u32) -> String {
             let _ = write!(out, ";{p:3.2}%");
         }
         for d in inp.disks {
-            let c = &d.delta;
-            let _ = write!(
-                out,
-                ";{};{};{};{};{};{};{};{};{:3.2}%",
-                d.name,
-                c.ios[0],
-                c.ios[1],
-                c.merges[0],
-                c.merges[1],
-                c.ticks[0],
-                c.ticks[1],
-                c.in_queue,
-                d.util
-            );
+            let _ = write!(out, ";{};{}", d.name, d.figures.fields().join(";"));
             if let Some(a) = &d.aggregate {
-                let _ = write!(
-                    out,
-                    ";slaves;{};{};{};{};{};{};{};{:3.2}%",
-                    a.ios[0],
-                    a.ios[1],
-                    a.merges[0],
-                    a.merges[1],
-                    a.ticks[0],
-                    a.ticks[1],
-                    a.in_queue,
-                    a.max_util
-                );
+                let _ = write!(out, ";slaves;{}", a.fields().join(";"));
             }
         }
         if !u.description.is_empty() {
@@ -963,6 +913,7 @@ mod tests {
             name: "seq \"read\"".into(),
             groupid: 0,
             members: 1,
+            group_reporting: false,
             description: String::new(),
             options: [("rw".to_string(), "read".to_string())]
                 .into_iter()
@@ -1096,18 +1047,12 @@ mod tests {
 
     #[test]
     fn group_reporting_folds_consecutive_jobs_of_a_group() {
-        let mut a = JobReport {
+        let mut a = Unit {
             name: "a".into(),
-            groupid: 0,
             group_reporting: true,
-            description: String::new(),
-            options: Map::new(),
-            stats: unit().stats,
             job_runtime_ns: 100,
-            iodepth: 1,
-            pct: unit().pct,
-            cpu: Cpu::default(),
             extras: Extras::default(),
+            ..unit()
         };
         let jobs = vec![a.clone(), a.clone(), {
             a.groupid = 1;

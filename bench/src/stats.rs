@@ -276,50 +276,26 @@ impl DirStats {
     }
 }
 
-/// Bucket of fio's depth maps (I/Os in flight, I/Os per submit or reap):
-/// for depth levels 1, 2-3, 4-7, ..., >=64; for counts 0, 1-4, 5-8, 9-16,
-/// 17-32, 33-64, >64.
-pub fn depth_bucket(depth: u64) -> usize {
-    match depth {
-        0..=1 => 0,
-        2..=3 => 1,
-        4..=7 => 2,
-        8..=15 => 3,
-        16..=31 => 4,
-        32..=63 => 5,
-        _ => 6,
-    }
+/// The bucket of `v` among buckets whose inclusive upper bounds are
+/// `bounds` (one more bucket for anything above).
+fn bucket(v: u64, bounds: &[u64]) -> usize {
+    bounds.iter().position(|&b| v <= b).unwrap_or(bounds.len())
 }
 
+/// Bucket of fio's depth levels (I/Os in flight): 1, 2-3, 4-7, ..., >=64.
+pub fn depth_bucket(depth: u64) -> usize {
+    bucket(depth, &[1, 3, 7, 15, 31, 63])
+}
+
+/// Bucket of fio's submit and complete counts: 0, 1-4, 5-8, 9-16, 17-32, 33-64, >64.
 pub fn count_bucket(n: u64) -> usize {
-    match n {
-        0 => 0,
-        1..=4 => 1,
-        5..=8 => 2,
-        9..=16 => 3,
-        17..=32 => 4,
-        33..=64 => 5,
-        _ => 6,
-    }
+    bucket(n, &[0, 4, 8, 16, 32, 64])
 }
 
 /// Bucket of fio's latency distribution within a decade (ns, us or ms):
 /// <2, <4, <10, <20, <50, <100, <250, <500, <750, <1000, (ms only) <2000, more.
 fn decade_bucket(v: u64) -> usize {
-    match v {
-        0..=1 => 0,
-        2..=3 => 1,
-        4..=9 => 2,
-        10..=19 => 3,
-        20..=49 => 4,
-        50..=99 => 5,
-        100..=249 => 6,
-        250..=499 => 7,
-        500..=749 => 8,
-        750..=999 => 9,
-        1000..=1999 => 10,
-        _ => 11,
-    }
+    bucket(v, &[1, 3, 9, 19, 49, 99, 249, 499, 749, 999, 1999])
 }
 
 /// Per-job totals besides the directions.
@@ -372,38 +348,25 @@ impl JobStats {
     }
 }
 
-/// fio's depth distribution in percent: a bucket with any I/O shows at least 0.1.
-pub fn dist_percent(map: &[u64], total: u64) -> Vec<f64> {
+/// A distribution in percent of `total`, as fio shows it: a bucket with any
+/// count shows at least `floor` (fio: 0.1 for depths, 0.01 for latencies).
+fn percent(map: &[u64], total: u64, floor: f64) -> Vec<f64> {
     map.iter()
-        .map(|&c| {
-            if total == 0 {
-                return 0.0;
-            }
-            let p = 100.0 * c as f64 / total as f64;
-            if c > 0 && p < 0.1 {
-                0.1
-            } else {
-                p
-            }
+        .map(|&c| match total {
+            0 => 0.0,
+            t => (100.0 * c as f64 / t as f64).max(if c > 0 { floor } else { 0.0 }),
         })
         .collect()
 }
 
-/// fio's latency distribution in percent: a bucket with any I/O shows at least 0.01.
+/// fio's depth distribution in percent.
+pub fn dist_percent(map: &[u64], total: u64) -> Vec<f64> {
+    percent(map, total, 0.1)
+}
+
+/// fio's latency distribution in percent.
 pub fn lat_percent(map: &[u64], total: u64) -> Vec<f64> {
-    map.iter()
-        .map(|&c| {
-            if total == 0 {
-                return 0.0;
-            }
-            let p = 100.0 * c as f64 / total as f64;
-            if c > 0 && p < 0.01 {
-                0.01
-            } else {
-                p
-            }
-        })
-        .collect()
+    percent(map, total, 0.01)
 }
 
 #[cfg(test)]

@@ -91,20 +91,12 @@ def layout(value, path="", out=None):
     return out
 
 
+JSON_TYPES = ((bool, "bool"), (int, "int"), (float, "float"), (str, "string"), (list, "array"), (dict, "object"))
+
+
 def jtype(v):
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, int):
-        return "int"
-    if isinstance(v, float):
-        return "float"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    if isinstance(v, dict):
-        return "object"
-    return "null"
+    # bool before int: Python's True is an int too.
+    return next((name for t, name in JSON_TYPES if isinstance(v, t)), "null")
 
 
 def allowed(path):
