@@ -66,6 +66,8 @@ pub struct Global {
     pub sections: Vec<String>,
     pub parse_only: bool,
     pub showcmd: bool,
+    /// `--readonly`: refuse any job that writes.
+    pub readonly: bool,
 }
 
 impl Default for Global {
@@ -84,6 +86,7 @@ impl Default for Global {
             sections: Vec::new(),
             parse_only: false,
             showcmd: false,
+            readonly: false,
         }
     }
 }
@@ -166,6 +169,7 @@ const RUN_OPTIONS: &[(&str, bool)] = &[
     ("section", true),
     ("parse_only", false),
     ("showcmd", false),
+    ("readonly", false),
     ("version", false),
     ("help", false),
     ("cmdhelp", false),
@@ -218,6 +222,7 @@ fn set_run_option(
         "section" => g.sections.push(v.to_string()),
         "parse_only" => g.parse_only = true,
         "showcmd" => g.showcmd = true,
+        "readonly" => g.readonly = true,
         "version" => return Ok(Some(Command::Version)),
         "help" => return Ok(Some(Command::Help)),
         "cmdhelp" => return Ok(Some(Command::CmdHelp(value.map(str::to_string)))),
@@ -475,6 +480,7 @@ run options:
   --section=NAME           run only this job-file section (repeatable)
   --parse-only             check the jobs and exit
   --showcmd                print the jobs as one command line and exit
+  --readonly               refuse any job that writes
   --cmdhelp[=OPTION]       list the job options (or one)
   --version, --help
 

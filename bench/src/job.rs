@@ -110,9 +110,13 @@ impl Written {
         }
     }
 
-    pub fn mark(&mut self, offset: u64) {
-        let k = (offset - self.origin) / self.unit;
-        self.bits[(k / 64) as usize] |= 1 << (k % 64);
+    /// Mark every block `[offset, offset + len)` touches.
+    pub fn mark(&mut self, offset: u64, len: u64) {
+        let first = (offset - self.origin) / self.unit;
+        let last = (offset + len.max(1) - 1 - self.origin) / self.unit;
+        for k in first..=last {
+            self.bits[(k / 64) as usize] |= 1 << (k % 64);
+        }
     }
 
     /// The written byte ranges, adjacent blocks merged, in file order.
@@ -657,12 +661,12 @@ impl<'a> Runner<'a> {
                             break 'run;
                         }
                         let f = &plan.files[next.file];
+                        // Blocks of the smaller size: reads and writes may differ (bs=R,W).
+                        let unit = plan.shape.bs[0].min(plan.shape.bs[1]);
                         self.written
                             .entry(next.file)
-                            .or_insert_with(|| {
-                                Written::new(f.start, f.start + f.len, plan.shape.bs[1])
-                            })
-                            .mark(op.offset);
+                            .or_insert_with(|| Written::new(f.start, f.start + f.len, unit))
+                            .mark(op.offset, op.len as u64);
                     }
                 }
                 if let Err(e) = eng.submit(slot, op) {
@@ -1019,9 +1023,12 @@ mod tests {
     fn written_ranges_merge() {
         let mut w = Written::new(100, 100 + 10 * 10 + 5, 10);
         for off in [100, 110, 130, 200] {
-            w.mark(off);
+            w.mark(off, 10);
         }
-        w.mark(205);
         assert_eq!(w.ranges(), vec![(100, 120), (130, 140), (200, 205)]);
+        // A write larger than a block marks every block it covers.
+        let mut w = Written::new(0, 100, 10);
+        w.mark(20, 25);
+        assert_eq!(w.ranges(), vec![(20, 50)]);
     }
 }

@@ -688,7 +688,15 @@ impl Reporter<'_> {
 fn run(inv: &Invocation) -> Result<(), Fail> {
     let mut resolved = Vec::new();
     for d in &inv.jobs {
-        resolved.push(d.resolve().map_err(Fail::Usage)?);
+        let o = d.resolve().map_err(Fail::Usage)?;
+        if inv.global.readonly && o.rw.has_writes() {
+            return Err(Fail::Usage(format!(
+                "job '{}': rw={} writes, and --readonly forbids writes",
+                o.name,
+                o.rw.name()
+            )));
+        }
+        resolved.push(o);
     }
     if inv.global.showcmd {
         println!("{}", cli::showcmd(inv));

@@ -134,6 +134,25 @@ fn parse_only_checks_a_job_file_without_running_it() {
 }
 
 #[test]
+fn readonly_refuses_a_job_that_writes() {
+    let d = test_dir("readonly");
+    let o = bench(
+        &d,
+        &[
+            "--readonly",
+            "--name=w",
+            "--filename=f",
+            "--size=1m",
+            "--rw=randrw",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--readonly"));
+    assert!(!d.join("f").exists());
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
 fn json_plus_bins_count_every_io() {
     let d = test_dir("jsonplus");
     let out = ok(
