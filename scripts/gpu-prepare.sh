@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# Build here what the GPU machine runs, into .carry/ (ignored; named in `carry`).
+# Build here what the GPU machine runs, into .carry/ (ignored; named in `carry`),
+# or into .carry/NAME with `--into NAME` (a second build for a before/after
+# comparison: scripts/gpu-run.sh with BUILDS=". NAME").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+dest=.carry
+[ "${1:-}" = --into ] && dest=".carry/$2"
 cargo build --release --workspace
 cargo build --release -p hipfile-engine --examples
-mkdir -p .carry
-cp target/release/libhipfile.so .carry/
-[ -x target/release/hipfile-bench ] && cp target/release/hipfile-bench .carry/
-# Experiments (engine/examples): DMA from the page cache, the hot-path probe, the copy-shape probe.
-cp target/release/examples/pagecache_dma target/release/examples/hot_probe target/release/examples/copy_shape .carry/
+mkdir -p "$dest"
+cp target/release/libhipfile.so "$dest/"
+[ -x target/release/hipfile-bench ] && cp target/release/hipfile-bench "$dest/"
+# Probes (engine/examples) that measure the machine's own limits.
+for e in pagecache_dma hot_probe copy_shape; do
+  [ -x "target/release/examples/$e" ] && cp "target/release/examples/$e" "$dest/"
+done
+# The operator tools.
+for t in ais-stats hipfile-check; do
+  [ -x "target/release/$t" ] && cp "target/release/$t" "$dest/"
+done
 # Test binaries: the engine's unit tests (incl. the real-CUDA test), its I/O tests, and the
 # fault-injection tests that scripts/gpu-run.sh faults runs against the real GPU.
 msgs=$(cargo test --release -p hipfile-engine -p hipfile-ffi --no-run --message-format=json 2>/dev/null)
@@ -19,11 +29,11 @@ for l in sys.stdin:
         print(m["target"]["name"], m["executable"])')
 while read -r name exe; do
   case $name in
-    hipfile_engine) cp "$exe" .carry/engine-unit ;;
-    engine_io) cp "$exe" .carry/engine-io ;;
-    faults) cp "$exe" .carry/engine-faults ;;
-    async_faults) cp "$exe" .carry/ffi-async-faults ;;
+    hipfile_engine) cp "$exe" "$dest"/engine-unit ;;
+    engine_io) cp "$exe" "$dest"/engine-io ;;
+    faults) cp "$exe" "$dest"/engine-faults ;;
+    async_faults) cp "$exe" "$dest"/ffi-async-faults ;;
   esac
 done <<< "$unit"
-strip --strip-debug .carry/engine-* .carry/ffi-* 2>/dev/null || true
-ls -la .carry
+strip --strip-debug "$dest"/* 2>/dev/null || true
+ls -la "$dest"

@@ -1,45 +1,90 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine (device tool), from the repository root, with the
-# binaries built here carried in .carry/ (scripts/gpu-prepare.sh).
-# Usage: scripts/gpu-run.sh [correctness] [faults] [LIST...] ; results go under $OUT.
-# A LIST names a measurement list scripts/gpu-LIST-bench.sh (bench, async, final, probe, gather, ...).
+# The one entry point on the GPU machine (device tool). Runs from the
+# repository root with the binaries that scripts/gpu-prepare.sh built here and
+# put in .carry/ (name .carry in the device call's `carry`). Results go under
+# $OUT: summary.md (the tables), bench.txt (every command and its stderr) and
+# bench-json.tar.gz (every hipfile-bench JSON report).
+#
+# Usage: scripts/gpu-run.sh SUITE...
+#   correctness    C programs against CUDA device memory (sync, streams, batch,
+#                  the stream interleaving matrix), examples/ reading into
+#                  device memory, and the engine's tests with the real CUDA backend
+#   faults         the seeded fault-injection tests on CUDA memory and streams
+#   perf           the headline figures, each beside the limit it works against
+#                  (pinned copy, raw O_DIRECT storage), ROUNDS rounds (default 2)
+#   loader         the data-loader shapes: many files, mid-size requests,
+#                  unregistered buffers (hipfile-bench jobs, the Python package)
+#   compare-peers  the loader shapes against KvikIO in the same run (its wheels
+#                  carried in .whl/)
+#   stats          what statistics cost (HIPFILE_STATS_LEVEL 1 against 0, in
+#                  alternating order) and what ais-stats and hipfile-check show
+#
+# BUILDS="a b" runs every perf row once per build, interleaved, with the build
+# in .carry/a, .carry/b (a before/after comparison on one instance); by
+# default the build is .carry itself.
 set -uo pipefail
 OUT="${OUT:-/tmp/out}"
 mkdir -p "$OUT"
-C=.carry
-export LD_LIBRARY_PATH="$PWD/$C${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-ln -sf libhipfile.so "$C/libhipfile.so.0"
-what="${*:-correctness bench}"
+ROOT=$PWD
+C=$ROOT/.carry
+WORK=/tmp/hipfile-gpu
+mkdir -p "$WORK/json"
+suites="${*:-correctness perf}"
+ROUNDS="${ROUNDS:-2}"
+BUILDS="${BUILDS:-.}"
 log() { echo "== $*" | tee -a "$OUT/summary.md"; }
+has() { [[ " $suites " == *" $1 "* ]]; }
 {
-  echo "# GPU machine run $(date -u +%FT%TZ)"
+  echo "# GPU machine run $(date -u +%FT%TZ), suites: $suites"
   nvidia-smi --query-gpu=name,memory.total,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv,noheader
-  uname -r; nproc; free -g | head -2
+  echo "kernel $(uname -r) ($(case "$(uname -r)" in 4.4.0*) echo gVisor ;; *) echo Firecracker ;; esac)), $(nproc) cores"
+  free -g | head -2
 } > "$OUT/summary.md" 2>&1
-WORK=/tmp/hipfile-gpu; mkdir -p "$WORK"
+for b in $BUILDS; do ln -sf libhipfile.so "$C/$b/libhipfile.so.0"; done
+export LD_LIBRARY_PATH="$C${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 
-if [[ "$what" == *correctness* ]]; then
-  log "build C GPU tests with nvcc"
-  for t in gpu_roundtrip gpu_async; do
-    nvcc -O2 -I include -I tests/gpu "tests/gpu/$t.c" -o "$WORK/$t" -L "$C" -lhipfile -lcuda \
-      -Xlinker -rpath="$PWD/$C" 2>&1 | tail -5
+if has correctness; then
+  log "build the C GPU tests with nvcc"
+  for t in tests/gpu/*.c; do
+    n=$(basename "$t" .c)
+    nvcc -O2 -I include -I tests/gpu "$t" -o "$WORK/$n" -L "$C" -lhipfile -lcuda -lpthread \
+      -Xlinker -rpath="$C" 2>&1 | tail -5
   done
-  log "engine unit tests (real CUDA backend test included)"
-  # --include-ignored: the real-CUDA round trip is ignored in CI (no GPU there).
+  log "engine tests with the real CUDA backend (ignored in CI, where there is no GPU)"
   for t in "$C"/engine-unit "$C"/engine-io; do
-    [ -x "$t" ] && HIPFILE_TEST_DIR="$WORK" "$t" --include-ignored --test-threads=4 2>&1 | tail -6 | tee -a "$OUT/summary.md"
+    [ -x "$t" ] && HIPFILE_TEST_DIR="$WORK" timeout 300 "$t" --include-ignored --test-threads=4 2>&1 | tail -4 | tee -a "$OUT/summary.md"
   done
-  log "gpu_roundtrip (sync, device memory, hot/cold, both descriptors)"
-  "$WORK/gpu_roundtrip" "$WORK" 2>&1 | tee "$OUT/gpu_roundtrip.txt" | grep -E '^\||passed|FAIL' | tee -a "$OUT/summary.md"
-  log "gpu_async (streams, held stream, batch)"
-  timeout 120 "$WORK/gpu_async" "$WORK" 2>&1 | tee "$OUT/gpu_async.txt" | grep -E '^\||passed|FAIL' | tee -a "$OUT/summary.md"
+  for t in tests/gpu/*.c; do
+    n=$(basename "$t" .c)
+    log "$n"
+    timeout 600 "$WORK/$n" "$WORK" > "$OUT/$n.txt" 2>&1
+    echo "exit $?" >> "$OUT/$n.txt"
+    grep -E '^\||passed|FAIL|HANG|exit' "$OUT/$n.txt" | tail -40 | tee -a "$OUT/summary.md"
+  done
+  log "examples/ into device memory (--mem=device fails without a GPU)"
+  head -c $((96 * 1048576 + 12345)) /dev/urandom > "$WORK/example.bin"
+  cc -std=c11 -O2 -I include examples/read_file.c -o "$WORK/read_file" -L "$C" -lhipfile -ldl \
+    -Wl,-rpath,"$C" 2>&1 | tail -5
+  c++ -std=c++17 -O2 -I include examples/batch_read.cpp -o "$WORK/batch_read" -L "$C" -lhipfile -ldl \
+    -Wl,-rpath,"$C" 2>&1 | tail -5
+  for e in read_file batch_read; do
+    timeout 120 "$WORK/$e" --mem=device "$WORK/example.bin" 2>&1 | tee -a "$OUT/summary.md"
+    echo "$e: exit ${PIPESTATUS[0]}" | tee -a "$OUT/summary.md"
+  done
+  for t in tests/gpu/*.py; do
+    [ -f "$t" ] || continue
+    log "$(basename "$t")"
+    HIPFILE_LIB="$C/libhipfile.so" PYTHONUNBUFFERED=1 timeout 300 python3 "$t" "$WORK" > "$OUT/$(basename "$t" .py).txt" 2>&1
+    echo "exit $?" | tee -a "$OUT/$(basename "$t" .py).txt"
+    tail -15 "$OUT/$(basename "$t" .py).txt" >> "$OUT/summary.md"
+  done
 fi
 
-if [[ "$what" == *faults* ]]; then
-  # Issue 5's device-memory variants: the seeded ring faults and injected copy
-  # failures of the CI tests, on CUDA device memory and CUDA streams.
+if has faults; then
   log "fault injection on the real GPU (HIPFILE_TEST_GPU=cuda)"
   for t in engine-faults ffi-async-faults; do
+    [ -x "$C/$t" ] || continue
     HIPFILE_TEST_GPU=cuda HIPFILE_TEST_DIR="$WORK" HIPFILE_FAULT_SEEDS="${FAULT_SEEDS:-20}" \
       timeout 300 "$C/$t" --nocapture --test-threads=1 > "$OUT/$t.txt" 2>&1
     echo "$t: exit $?" | tee -a "$OUT/summary.md"
@@ -47,87 +92,163 @@ if [[ "$what" == *faults* ]]; then
   done
 fi
 
-list_file() { if [ "$1" = bench ]; then echo scripts/gpu-bench.sh; else echo "scripts/gpu-$1-bench.sh"; fi; }
-lists=()
-for w in $what; do [ -f "$(list_file "$w")" ] && lists+=("$w"); done
-if [ "${#lists[@]}" -gt 0 ] && [ -x "$C/hipfile-bench" ]; then
-  B="$C/hipfile-bench"
-  F="$WORK/bench-4g"
-  drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
-  run() { # name, args...
-    local name=$1; shift
-    echo "--- $name: hipfile-bench $*" >> "$OUT/bench.txt"
-    mkdir -p "$WORK/json"
-    # A bounded run: a hang costs 60 s of the lease, not all of it.
-    timeout 60 "$B" "$@" --output-format=json > "$WORK/json/$name.json" 2>>"$OUT/bench.txt" \
-      || echo "$name: exit $?" >> "$OUT/bench.txt"
-    python3 - "$WORK/json/$name.json" "$name" <<'PY' | tee -a "$OUT/summary.md"
-import json,sys
+# One hipfile-bench run: build, name, prep (hot|cold|-), args. Prints a table row.
+F="$WORK/bench-4g"
+bench() {
+  local build=$1 name=$2 prep=$3; shift 3
+  local B="$C/$build/hipfile-bench"
+  case $prep in
+    cold) drop ;;
+    hot) cat "$F" > /dev/null ;;
+  esac
+  echo "--- [$build] $name: hipfile-bench $*" >> "$OUT/bench.txt"
+  local json="$WORK/json/$name.json"
+  [ "$build" = . ] || json="$WORK/json/$name-$build.json"
+  # Bounded: a hang costs 90 s of the lease, not all of it.
+  LD_LIBRARY_PATH="$C/$build" timeout 90 "$B" "$@" --output-format=json > "$json" 2>>"$OUT/bench.txt" \
+    || echo "$name: exit $?" >> "$OUT/bench.txt"
+  python3 - "$json" "$name" "$build" <<'PY' | tee -a "$OUT/summary.md"
+import json, sys
+path, name, build = sys.argv[1:4]
 try:
-    j=json.load(open(sys.argv[1])); job=j["jobs"][0]
+    job = json.load(open(path))["jobs"][0]
 except Exception as e:
-    print(f"| {sys.argv[2]} | failed: {e} |"); sys.exit(0)
-for d in ("read","write"):
-    x=job[d]
+    print(f"| {name} | {build} | failed: {e} |"); sys.exit(0)
+for d in ("read", "write"):
+    x = job[d]
     if x["io_bytes"]:
-        print(f"| {sys.argv[2]} | {d} | {x['bw_bytes']/1e9:.2f} GB/s | {x['iops']:.0f} IOPS | p50 {x['clat_ns']['percentile'].get('50.000000',0)/1e3:.1f} us | p99 {x['clat_ns']['percentile'].get('99.000000',0)/1e3:.1f} us | usr {job['usr_cpu']:.1f}% sys {job['sys_cpu']:.1f}% |")
+        p = x["clat_ns"]["percentile"]
+        print(f"| {name} | {build} | {d} | {x['bw_bytes']/1e9:.2f} GB/s | {x['iops']:.0f} IOPS "
+              f"| p50 {p.get('50.000000', 0)/1e3:.1f} us | p99 {p.get('99.000000', 0)/1e3:.1f} us "
+              f"| usr {job['usr_cpu']:.1f}% sys {job['sys_cpu']:.1f}% |")
 PY
-  }
-  # Shared start of the measurement lists: the 4 GiB file, page-cache hot, and the table header.
-  common=(--filename="$F" --size=4G)
-  # The shapes the target lists share (a list may redefine any of them).
-  copy=("${common[@]}" --rw=read --ioengine=copy --mem=device --time_based --runtime=2)
-  sync_hot=("${common[@]}" --bs=1G --rw=read --ioengine=hipfile-sync --mem=device --invalidate=0 --time_based --runtime=3)
-  batch_hot=("${common[@]}" --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch --mem=device --invalidate=0 --time_based --runtime=3)
-  cold=(--invalidate=1 --time_based --runtime=4)
-  rawc=("${common[@]}" --bs=1M --iodepth=32 --rw=read --ioengine=raw --direct=1 --mem=host "${cold[@]}")
-  rand=("${common[@]}" --bs=4k --iodepth=128 --rw=randread --ioengine=hipfile-batch --direct=1 --mem=device --time_based --runtime=4)
-  rawrand=("${common[@]}" --bs=4k --iodepth=128 --rw=randread --ioengine=raw --direct=1 --mem=host --time_based --runtime=4)
-  hot_file() {
-    [ -f "$F" ] || "$B" "${common[@]}" --bs=16M --rw=read --ioengine=posix --mem=host --invalidate=0 --loops=1 > "$OUT/create.txt" 2>&1
-    cat "$F" > /dev/null; cat "$F" > /dev/null
-    echo "| run | dir | bandwidth | IOPS | p50 | p99 | cpu |" >> "$OUT/summary.md"
-    echo "|---|---|---|---|---|---|---|" >> "$OUT/summary.md"
-  }
-  # Blocks several lists share: target 5's 4 KiB cold sync reads against posix,
-  # and writes from device memory against the D2H link and the raw disk
-  # (N rounds of raw, raw on huge pages, buffered and O_DIRECT sync writes).
-  latency_qd1() {
-    drop; run sync-rand4k-qd1 "${common[@]}" --bs=4k --iodepth=1 --rw=randread --ioengine=hipfile-sync --direct=1 --mem=device --time_based --runtime=3
-    drop; run posix-rand4k-qd1 "${common[@]}" --bs=4k --iodepth=1 --rw=randread --ioengine=posix --direct=1 --mem=device --time_based --runtime=3
-  }
-  # Target 2: two rounds of raw O_DIRECT on huge-page buffers (and plain
-  # buffers with arg "plain"), sync and batch cold reads, then a third raw.
-  cold_rounds() {
-    for rep in 1 2; do
-      [ "${1:-}" = plain ] && { drop; run "raw-cold-$rep" "${rawc[@]}"; }
-      drop; run "raw-cold-huge-$rep" "${rawc[@]}" --iomem=mmaphuge
-      drop; run "sync-cold-$rep" "${common[@]}" --bs=1G --rw=read --ioengine=hipfile-sync --mem=device "${cold[@]}"
-      drop; run "batch-cold-$rep" "${common[@]}" --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch --mem=device "${cold[@]}"
-    done
-    drop; run raw-cold-huge-3 "${rawc[@]}" --iomem=mmaphuge
-  }
-  # Target 4: 4 KiB random reads, raw and batch interleaved, raw on both ends.
-  random_rounds() {
-    for rep in 1 2; do
-      drop; run "raw-rand4k-qd128-$rep" "${rawrand[@]}"
-      drop; run "batch-rand4k-qd128-$rep" "${rand[@]}"
-    done
-    drop; run raw-rand4k-qd128-3 "${rawrand[@]}"
-  }
-  write_rounds() {
-    local wc=(--filename="$WORK/write-2g" --size=2G)
-    run copy-d2h "${common[@]}" --bs=4M --iodepth=4 --rw=write --ioengine=copy --mem=device --time_based --runtime=2
-    for rep in $(seq "$1"); do
-      run "raw-write-$rep" "${wc[@]}" --bs=1M --iodepth=32 --rw=write --ioengine=raw --direct=1 --mem=host
-      run "raw-write-huge-$rep" "${wc[@]}" --bs=1M --iodepth=32 --rw=write --ioengine=raw --direct=1 --mem=host --iomem=mmaphuge
-      run "sync-write-buffered-$rep" "${wc[@]}" --bs=256M --rw=write --ioengine=hipfile-sync --mem=device --direct=0
-      run "sync-write-direct-$rep" "${wc[@]}" --bs=256M --rw=write --ioengine=hipfile-sync --mem=device --direct=1
-    done
-  }
-  # The measurement lists live in scripts/gpu-*bench.sh (they use B, F, WORK, common, hot_file, run, drop,
-  # latency_qd1, write_rounds, cold_rounds, random_rounds).
-  for w in "${lists[@]}"; do . "$(list_file "$w")"; done
-  tar -C "$WORK" -czf "$OUT/bench-json.tar.gz" json
+}
+table_head() {
+  echo "| run | build | dir | bandwidth | IOPS | p50 | p99 | cpu |" >> "$OUT/summary.md"
+  echo "|---|---|---|---|---|---|---|---|" >> "$OUT/summary.md"
+}
+make_file() {
+  local b="${BUILDS%% *}"
+  [ -f "$F" ] || "$C/$b/hipfile-bench" --filename="$F" --size=4G --bs=16M --rw=read --ioengine=posix \
+    --mem=host --invalidate=0 --loops=1 > "$OUT/create.txt" 2>&1
+}
+
+# The perf suite as data: name | prep | hipfile-bench arguments. The limits
+# (copy-*, raw-*) sit next to the paths measured against them.
+perf_rows() {
+  local f="--filename=$F --size=4G" w="--filename=$WORK/write-2g --size=2G"
+  local dev="--mem=device" t3="--time_based --runtime=3" hot="--invalidate=0"
+  cat <<EOF
+copy-h2d|-|$f --rw=read --ioengine=copy --bs=4M --iodepth=4 $dev --time_based --runtime=2
+sync-hot-1g|hot|$f --bs=1G --rw=read --ioengine=hipfile-sync $dev $hot $t3
+sync-hot-256m|hot|$f --bs=256M --rw=read --ioengine=hipfile-sync $dev $hot $t3
+sync-hot-16m|hot|$f --bs=16M --rw=read --ioengine=hipfile-sync $dev $hot $t3
+batch-hot-1m|hot|$f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $dev $hot $t3
+async-hot-64m-4jobs|hot|$f --bs=64M --iodepth=1 --numjobs=4 --group_reporting --rw=read --ioengine=hipfile-async $dev $hot $t3
+raw-cold|cold|$f --bs=1M --iodepth=32 --rw=read --ioengine=raw --direct=1 --mem=host --iomem=mmaphuge --invalidate=1 --time_based --runtime=4
+sync-cold-1g|cold|$f --bs=1G --rw=read --ioengine=hipfile-sync $dev --invalidate=1 --time_based --runtime=4
+batch-cold-1m|cold|$f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $dev --invalidate=1 --time_based --runtime=4
+raw-rand4k-qd128|cold|$f --bs=4k --iodepth=128 --rw=randread --ioengine=raw --direct=1 --mem=host --time_based --runtime=4
+batch-rand4k-qd128|cold|$f --bs=4k --iodepth=128 --rw=randread --ioengine=hipfile-batch --direct=1 $dev --time_based --runtime=4
+sync-rand4k-qd1|cold|$f --bs=4k --iodepth=1 --rw=randread --ioengine=hipfile-sync --direct=1 $dev $t3
+posix-rand4k-qd1|cold|$f --bs=4k --iodepth=1 --rw=randread --ioengine=posix --direct=1 $dev $t3
+copy-d2h|-|$f --bs=4M --iodepth=4 --rw=write --ioengine=copy $dev --time_based --runtime=2
+raw-write|-|$w --bs=1M --iodepth=32 --rw=write --ioengine=raw --direct=1 --mem=host --iomem=mmaphuge
+sync-write-buffered|-|$w --bs=256M --rw=write --ioengine=hipfile-sync $dev --direct=0
+sync-write-direct|-|$w --bs=256M --rw=write --ioengine=hipfile-sync $dev --direct=1
+EOF
+}
+
+if has perf; then
+  log "perf: $ROUNDS rounds, builds: $BUILDS"
+  make_file
+  table_head
+  for r in $(seq "$ROUNDS"); do
+    while IFS='|' read -r name prep args; do
+      for b in $BUILDS; do
+        # shellcheck disable=SC2086
+        bench "$b" "$name-$r" "$prep" $args
+      done
+    done < <(perf_rows)
+  done
 fi
+
+if has loader; then
+  log "loader shapes (hipfile-bench job files in bench/jobs/loader-*.fio)"
+  table_head
+  for j in bench/jobs/loader-*.fio; do
+    [ -f "$j" ] || continue
+    for b in $BUILDS; do
+      HIPFILE_BENCH_DIR="$WORK/loader" bench "$b" "$(basename "$j" .fio)" - "$j"
+    done
+  done
+fi
+
+if has compare-peers; then
+  log "loader shapes from Python against KvikIO (python/bench/loader_shapes.py)"
+  if [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
+      && export PYTHONPATH=/tmp/site
+  fi
+  if [ -f python/bench/loader_shapes.py ]; then
+    HIPFILE_LIB="$C/libhipfile.so" PYTHONUNBUFFERED=1 timeout 540 python3 python/bench/loader_shapes.py \
+      --dir "$WORK/shapes" --out "$OUT" 2>&1 | tee "$OUT/loader_shapes.txt" | tail -40 >> "$OUT/summary.md"
+  else
+    echo "python/bench/loader_shapes.py not present" | tee -a "$OUT/summary.md"
+  fi
+fi
+
+if has stats; then
+  log "statistics: level 1 against level 0, alternating, 4 rounds"
+  make_file
+  table_head
+  f="--filename=$F --size=4G" hot="--mem=device --invalidate=0 --time_based --runtime=3"
+  small="--filename=$F --size=1G --bs=4k --rw=randread --ioengine=hipfile-sync --numjobs=4 --group_reporting --invalidate=0 --time_based --runtime=3"
+  shapes() { # level round
+    # shellcheck disable=SC2086
+    {
+      HIPFILE_STATS_LEVEL=$1 bench . "stats$1-sync-hot-1g-$2" hot $f --bs=1G --rw=read --ioengine=hipfile-sync $hot
+      HIPFILE_STATS_LEVEL=$1 bench . "stats$1-batch-hot-1m-$2" hot $f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $hot
+      HIPFILE_STATS_LEVEL=$1 bench . "stats$1-rand4k-host-4jobs-$2" hot $small --mem=host
+      HIPFILE_STATS_LEVEL=$1 bench . "stats$1-rand4k-device-4jobs-$2" hot $small --mem=device
+    }
+  }
+  for r in 1 2 3 4; do
+    if [ $((r % 2)) = 1 ]; then shapes 0 "$r"; shapes 1 "$r"; else shapes 1 "$r"; shapes 0 "$r"; fi
+  done
+  python3 - "$WORK/json" <<'PY' | tee -a "$OUT/summary.md"
+import json, os, sys, statistics
+d = sys.argv[1]
+def bw(name):
+    try:
+        return json.load(open(os.path.join(d, name + ".json")))["jobs"][0]["read"]["bw_bytes"]
+    except Exception:
+        return None
+print("| shape | level 0 GB/s | level 1 GB/s | level 1 / level 0 (means) |")
+print("|---|---|---|---|")
+for shape in ("sync-hot-1g", "batch-hot-1m", "rand4k-host-4jobs", "rand4k-device-4jobs"):
+    r = {lv: [x for x in (bw(f"stats{lv}-{shape}-{k}") for k in (1, 2, 3, 4)) if x] for lv in (0, 1)}
+    if not r[0] or not r[1]:
+        print(f"| {shape} | missing runs | | |"); continue
+    fmt = lambda v: ", ".join(f"{x/1e9:.2f}" for x in v)
+    print(f"| {shape} | {fmt(r[0])} | {fmt(r[1])} | {statistics.mean(r[1])/statistics.mean(r[0]):.4f} |")
+PY
+  live() { # name, bench args...: ais-stats -w 1 beside a running hipfile-bench
+    local name=$1; shift
+    "$C/hipfile-bench" "$@" > "$OUT/$name-bench.txt" 2>&1 &
+    local bp=$!
+    timeout 60 "$C/ais-stats" -p "$bp" -w 1 -n 6 > "$OUT/$name.txt" 2>&1
+    echo "$name: ais-stats exit $?" >> "$OUT/summary.md"
+    wait "$bp"
+  }
+  # shellcheck disable=SC2086
+  {
+    live ais-stats-live-sync-hot $f --bs=1G --rw=read --ioengine=hipfile-sync --mem=device --invalidate=0 --time_based --runtime=8
+    drop; live ais-stats-live-batch-cold $f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch --mem=device --invalidate=1 --time_based --runtime=8
+    HIPFILE_STATS_LEVEL=3 timeout 60 "$C/ais-stats" "$C/hipfile-bench" $f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $hot > "$OUT/ais-stats-report-level3.txt" 2>&1
+  }
+  timeout 60 "$C/hipfile-check" > "$OUT/hipfile-check.txt" 2>&1
+fi
+
+tar -C "$WORK" -czf "$OUT/bench-json.tar.gz" json 2>/dev/null
 log "done"

@@ -672,8 +672,12 @@ pub static SPECS: &[Spec] = &[
         o.filenames = f;
         Ok(())
     }),
-    spec!("directory", [], Str, "where generated file names live (':'-separated: one per clone in turn)", |o, v| {
-        o.directories = split_colons(v);
+    spec!("directory", [], Str, "where the files live (':'-separated: generated names take one per clone in turn); empty: unchanged", |o, v| {
+        // An empty value (an unset ${VAR} in a job file) keeps the directory
+        // given before it, so a job file can defer to --directory.
+        if !v.is_empty() {
+            o.directories = split_colons(v);
+        }
         Ok(())
     }),
     spec!("filename_format", [], Str, "generated names: $jobname, $jobnum, $filenum (default $jobname.$jobnum.$filenum)", |o, v| {
@@ -1066,6 +1070,12 @@ mod tests {
             .contains("needs a value"));
         let o = opts(&[("name", Some("j")), ("write_lat_log", None)]).unwrap();
         assert_eq!(o.write_lat_log.as_deref(), Some("j"));
+    }
+
+    #[test]
+    fn an_empty_directory_keeps_the_one_given_before() {
+        let o = opts(&[("directory", Some("/data")), ("directory", Some(""))]).unwrap();
+        assert_eq!(o.directories, ["/data"]);
     }
 
     #[test]

@@ -14,11 +14,11 @@ job files and checks that
   * scripts/plot-bench draws its charts.
 
 Needs: fio 3.33 on PATH, fio_jsonplus_clat2csv (Debian's fio package ships
-it), python packages fio-plot and six (.ci/run installs them), and the
-release build of hipfile-bench (scripts/test.sh builds it). Files go under
+it), python packages fio-plot and six, and the release build of
+hipfile-bench: scripts/test-fio-compat.sh sets all that up and runs this. Files go under
 HIPFILE_TEST_DIR (a disk-backed directory: O_DIRECT).
 
-    python3 bench/tests/fio_compat.py [-v]
+    bash scripts/test-fio-compat.sh
 """
 
 import glob

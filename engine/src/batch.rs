@@ -74,15 +74,10 @@ pub fn event_of(cookie: usize, r: &Result<usize>, canceled: bool) -> BatchEvent 
     }
 }
 
-/// The negative value a failed entry reports: −errno, −hipFileOpError or −GPU code.
+/// The negative value a failed entry reports: −errno, −hipFileOpError or −GPU code
+/// (`Error::negative_code`, the one map of the C conventions).
 pub fn negative_code(e: &Error) -> i64 {
-    match e {
-        Error::Os(errno) => -(*errno as i64),
-        Error::Op(op) => -(op.code() as i64),
-        Error::Gpu(crate::gpu::GpuError::Driver { code, .. }) => -(*code as i64),
-        Error::Gpu(crate::gpu::GpuError::InvalidValue(_)) => -(OpError::InvalidValue.code() as i64),
-        Error::Gpu(crate::gpu::GpuError::NotPresent(_)) => -(OpError::DeviceNotFound.code() as i64),
-    }
+    e.negative_code()
 }
 
 impl Batch {
@@ -110,7 +105,15 @@ impl Batch {
 
     /// Start every entry (the caller has validated all of them already).
     /// More entries than the capacity left → `BatchFull`, and nothing starts.
-    pub fn submit(self: &Arc<Self>, engine: &Engine, entries: Vec<BatchEntry>) -> Result<()> {
+    ///
+    /// # Safety
+    /// Every entry's memory must meet [`Engine::submit`]'s terms until that
+    /// entry has been reported finished (by `get_status`, or `cancel` returning).
+    pub unsafe fn submit(
+        self: &Arc<Self>,
+        engine: &Engine,
+        entries: Vec<BatchEntry>,
+    ) -> Result<()> {
         {
             let mut st = self.lock();
             if entries.len() > self.max_nr - st.outstanding.min(self.max_nr) {
@@ -127,13 +130,16 @@ impl Batch {
             let hold = e.hold;
             let mut req = e.req;
             req.cancel = Some(self.cancel.clone());
-            engine.submit(
-                req,
-                Completion::Callback(Box::new(move |r| {
-                    drop(hold);
-                    me.finished(cookie, r);
-                })),
-            );
+            // SAFETY: the caller vouches for every entry's memory (see above).
+            unsafe {
+                engine.submit(
+                    req,
+                    Completion::Callback(Box::new(move |r| {
+                        drop(hold);
+                        me.finished(cookie, r);
+                    })),
+                )
+            };
         }
         Ok(())
     }
@@ -195,5 +201,24 @@ impl Batch {
     /// Nothing of this batch is still in the engine.
     pub fn idle(&self) -> bool {
         self.lock().running == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::GpuError;
+
+    #[test]
+    fn failed_entry_reports_gpu_invalid_value_as_minus_5022() {
+        let e = Error::Gpu(GpuError::Driver { call: "t", code: 1 });
+        let ev = event_of(7, &Err(e), false);
+        assert_eq!((ev.cookie, ev.status, ev.ret), (7, status::FAILED, -5022));
+    }
+
+    #[test]
+    fn failed_entry_reports_system_error_as_minus_errno() {
+        let ev = event_of(7, &Err(Error::Os(libc::EIO)), false);
+        assert_eq!((ev.status, ev.ret), (status::FAILED, -(libc::EIO as i64)));
     }
 }

@@ -141,8 +141,9 @@ pub const SMALL_SLOT_DATA_BYTES: usize = 64 << 10;
 /// Data bytes a mid-size bounce slot takes.
 pub const MID_SLOT_DATA_BYTES: usize = 1 << 20;
 /// Largest host write or device transfer done on the caller's thread (when
-/// `inline_max_bytes` allows that much): a durable write gets O_DIRECT from
-/// the workers, and device transfers were measured inline at this size only.
+/// `inline_max_bytes` allows that much): larger durable writes start their
+/// writeback piece by piece on the workers, and device transfers were
+/// measured inline at this size only.
 pub const INLINE_OTHER_MAX_BYTES: usize = 64 << 10;
 
 /// The inline limit for host reads with `io_threads` workers. With two
@@ -289,7 +290,7 @@ fn env_choice<T: Copy>(
 impl Config {
     /// Settings from the process environment (see [`Config::from_env_with`]).
     pub fn from_env() -> Config {
-        Config::from_env_with(&ProcessEnv)
+        crate::config_file::with_process_env(Config::from_env_with)
     }
 
     /// Settings from `env`, over the measured defaults. Out-of-range values are
@@ -297,7 +298,8 @@ impl Config {
     pub fn from_env_with(env: &(impl Env + ?Sized)) -> Config {
         let mut c = Config::default();
         if let Some(n) = env_unsigned(env, "HIPFILE_IO_THREADS") {
-            c.io_threads = clamp_warn("HIPFILE_IO_THREADS", n as usize, 1, 256);
+            // The upper bound comes from the machine (bound_io_threads, below).
+            c.io_threads = clamp_warn("HIPFILE_IO_THREADS", n as usize, 1, usize::MAX);
         }
         c.inline_max_bytes = default_inline_bytes(c.io_threads);
         c.cold_io_threads = c.cold_io_threads.min(c.io_threads);
@@ -372,7 +374,51 @@ impl Config {
         if let Some(l) = env_unsigned(env, "HIPFILE_STATS_LEVEL") {
             c.stats_level = l.min(3);
         }
+        c.bound_io_threads("HIPFILE_IO_THREADS");
         c
+    }
+
+    /// The most workers this machine can use: four per core, 64 in all, and
+    /// no more than fit their bounce memory into an eighth of RAM. Each
+    /// worker pins its own slab (about 20 MiB by default) and its start
+    /// costs tens of milliseconds, so 256 workers took 16.5 s and 5.25 GB
+    /// to open on a 2-core machine.
+    pub fn max_io_threads(&self) -> usize {
+        let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
+        let per_worker = Config {
+            io_threads: 1,
+            ..self.clone()
+        }
+        .bounce_bytes()
+        .max(1);
+        // SAFETY: sysconf only reads system configuration.
+        let (pages, page) = unsafe {
+            (
+                libc::sysconf(libc::_SC_PHYS_PAGES),
+                libc::sysconf(libc::_SC_PAGESIZE),
+            )
+        };
+        let ram = if pages > 0 && page > 0 {
+            (pages as usize).saturating_mul(page as usize)
+        } else {
+            usize::MAX
+        };
+        worker_limit(cores, ram, per_worker)
+    }
+
+    /// Clamp `io_threads` to [`Config::max_io_threads`], with a log line
+    /// naming `what` set it.
+    pub fn bound_io_threads(&mut self, what: &str) {
+        let max = self.max_io_threads();
+        if self.io_threads > max {
+            log_warn!(
+                "{what}: {} I/O threads asked for; using {max} (at most 4 per core, 64 in all, \
+                 bounce memory within an eighth of RAM)",
+                self.io_threads
+            );
+            self.io_threads = max;
+            self.cold_io_threads = self.cold_io_threads.min(max);
+        }
     }
 
     /// Pinned bounce memory the engine allocates at open, in bytes.
@@ -407,6 +453,12 @@ impl Config {
     pub fn slot_bytes(&self) -> usize {
         self.chunk_bytes + 2 * crate::file::MAX_DIO_ALIGN
     }
+}
+
+/// [`Config::max_io_threads`] for a machine of `cores` and `ram` bytes, with
+/// `per_worker` bytes of bounce memory each.
+fn worker_limit(cores: usize, ram: usize, per_worker: usize) -> usize {
+    (4 * cores).min(64).min(ram / 8 / per_worker.max(1)).max(1)
 }
 
 fn clamp_warn(name: &str, v: usize, lo: usize, hi: usize) -> usize {
@@ -476,7 +528,8 @@ impl Default for Params {
             bools: [
                 false, true, false, false, true, false, true, false, true, false, false, true,
             ],
-            strings: ["ERROR".to_string(), String::new(), ".".to_string()],
+            // LogDir is empty, as libcufile reports it: "the current directory".
+            strings: ["ERROR".to_string(), String::new(), String::new()],
         }
     }
 }
@@ -486,7 +539,7 @@ impl Params {
     pub fn apply(&self, c: &mut Config) {
         let threads = self.size_t[param::EXECUTION_MAX_IO_THREADS];
         if threads != 0 {
-            c.io_threads = (threads as usize).clamp(1, 256);
+            c.io_threads = usize::try_from(threads).unwrap_or(usize::MAX);
         }
         c.max_batch_entries = self.size_t[param::PROPERTIES_IO_BATCHSIZE].clamp(1, 1024) as u32;
         c.batch_timeout_ms =
@@ -501,6 +554,7 @@ impl Params {
         if self.bools[param::B_FORCE_ODIRECT_MODE] {
             c.read_mode = ReadMode::Direct;
         }
+        c.bound_io_threads("ExecutionMaxIOThreads");
     }
 }
 
@@ -647,5 +701,42 @@ mod tests {
         let mut c = Config::from_env_with(env);
         p.apply(&mut c);
         assert_eq!(c.io_threads, 5);
+    }
+
+    #[test]
+    fn a_huge_worker_count_is_bounded_by_the_machine() {
+        let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
+        let bound = (4 * cores).min(64);
+        let mut p = Params::default();
+        p.size_t[param::EXECUTION_MAX_IO_THREADS] = u64::MAX;
+        let mut c = Config::from_env_with(&[] as &[(&str, &str)]);
+        p.apply(&mut c);
+        assert!(
+            c.io_threads >= 1 && c.io_threads <= bound,
+            "{}",
+            c.io_threads
+        );
+        assert!(c.cold_io_threads <= c.io_threads);
+        let env: &[(&str, &str)] = &[("HIPFILE_IO_THREADS", "4000000")];
+        let c = Config::from_env_with(env);
+        assert!(
+            c.io_threads >= 1 && c.io_threads <= bound,
+            "{}",
+            c.io_threads
+        );
+    }
+
+    #[test]
+    fn the_worker_limit_follows_cores_and_memory() {
+        let gib = 1usize << 30;
+        let slab = 20 << 20;
+        assert_eq!(worker_limit(2, 24 * gib, slab), 8);
+        assert_eq!(worker_limit(16, 128 * gib, slab), 64);
+        assert_eq!(worker_limit(192, 2048 * gib, slab), 64);
+        // 1 GiB of RAM: 128 MiB of bounce memory, six slabs of 20 MiB.
+        assert_eq!(worker_limit(16, gib, slab), 6);
+        // Never none, whatever the machine says.
+        assert_eq!(worker_limit(1, 0, slab), 1);
+        assert_eq!(worker_limit(0, gib, 0), 1);
     }
 }

@@ -4,9 +4,11 @@
 
 use crate::error::{Error, OpError, Result};
 use crate::{log_debug, log_warn};
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 /// Largest DIO alignment the bounce slots are sized for (see `Config::slot_bytes`).
 /// Files that need more are read and written through the page cache.
@@ -31,18 +33,38 @@ impl MountInfo {
 }
 
 /// A file registered with the engine.
+///
+/// Registration costs about what `open` costs: one `statx` and one `fcntl`.
+/// What is slower to learn is learned once and shared: the O_DIRECT
+/// descriptor is opened on the first I/O that wants it (a loader that reads
+/// each file once from the page cache never pays for it), and the mount entry
+/// and the block queue's segment limit are kept per device for the process
+/// ([`DeviceFacts`]).
 #[derive(Debug)]
 pub struct File {
     /// The caller's descriptor; never closed by us.
     pub client_fd: RawFd,
     /// Descriptor for page-cache I/O (the client's, or one we opened).
     pub buffered_fd: RawFd,
-    /// Descriptor with O_DIRECT, if the filesystem supports it.
-    pub direct_fd: Option<RawFd>,
-    /// Descriptors we opened and must close exactly once.
+    /// The O_DIRECT descriptor: the client's when it opened the file with
+    /// O_DIRECT, else opened on first use. `None` inside: the filesystem
+    /// refuses O_DIRECT, or the reopen failed or reached another inode.
+    direct_fd: std::sync::OnceLock<Option<RawFd>>,
+    /// Descriptors we opened at registration and must close exactly once (the
+    /// buffered one of an O_DIRECT client). A lazily opened O_DIRECT
+    /// descriptor is closed from `direct_fd`.
     owned_fds: Vec<RawFd>,
     /// The caller opened the file with O_DIRECT: writes go around the page cache too.
     pub client_direct: bool,
+    /// Flags for the O_DIRECT reopen (access mode and behaviour bits).
+    reopen_flags: i32,
+    /// Identity of the file at registration. A lazy reopen through
+    /// /proc/self/fd/N must reach the same inode: a caller that closed its
+    /// descriptor and got the number back for another file (which the API
+    /// forbids) must not have I/O land in that other file.
+    dev_ino: (u64, u64),
+    /// The device the file lives on (`stx_dev`), for its mount entry.
+    dev: (u32, u32),
     pub readable: bool,
     pub writable: bool,
     /// statx `stx_dio_mem_align` (4096 when statx does not say; 0 without O_DIRECT).
@@ -51,15 +73,123 @@ pub struct File {
     pub dio_offset_align: u32,
     pub is_block_device: bool,
     pub is_regular_file: bool,
-    pub mount: MountInfo,
     /// The block queue's `max_segments` for the device under the file (sysfs),
     /// when there is one: an O_DIRECT read into 4 KiB pages needs one segment
     /// per page, and one with more pages than this is split into several
     /// block requests, which neighbouring reads can then not merge with.
     pub max_segments: Option<u32>,
-    /// I/O operations currently using this file (deregistration refuses while > 0).
-    pub inflight: AtomicUsize,
+    /// I/O operations on this file: the low [`INFLIGHT_BITS`] count those in
+    /// flight (deregistration refuses while any is), the bits above those
+    /// started so far. One word, so that one load tells whether another
+    /// operation has run beside a given one ([`File::alone_since`]).
+    activity: AtomicU64,
 }
+
+/// Facts about a device that every file on it shares, learned once per
+/// process: reading /proc/self/mountinfo and sysfs costs tens of
+/// microseconds, more than a 256 KiB page-cache read, and a loader registers
+/// thousands of files on the same filesystem.
+///
+/// The mount table can change while the process runs. A device seen for the
+/// first time (a filesystem mounted later has a new device number) is looked
+/// up afresh, and the kernel marks an open /proc/self/mountinfo with POLLPRI
+/// whenever the mount table changes (a remount with other options keeps the
+/// device number), which empties the mount cache before the next lookup.
+struct DeviceFacts {
+    mountinfo_fd: RawFd,
+    mounts: HashMap<(u32, u32), MountInfo>,
+    segments: HashMap<(u32, u32), Option<u32>>,
+}
+
+static DEVICE_FACTS: Mutex<Option<DeviceFacts>> = Mutex::new(None);
+
+impl DeviceFacts {
+    fn with<T>(f: impl FnOnce(&mut DeviceFacts) -> T) -> T {
+        let mut g = DEVICE_FACTS.lock().unwrap_or_else(|p| p.into_inner());
+        let facts = g.get_or_insert_with(|| DeviceFacts {
+            // SAFETY: a NUL-terminated path; open has no other preconditions.
+            mountinfo_fd: unsafe {
+                libc::open(
+                    c"/proc/self/mountinfo".as_ptr(),
+                    libc::O_RDONLY | libc::O_CLOEXEC,
+                )
+            },
+            mounts: HashMap::new(),
+            segments: HashMap::new(),
+        });
+        f(facts)
+    }
+
+    /// Empty the mount cache when the kernel says the mount table changed
+    /// since this descriptor was last read.
+    fn forget_if_mounts_changed(&mut self) {
+        if self.mountinfo_fd < 0 || self.mounts.is_empty() {
+            return;
+        }
+        let mut p = libc::pollfd {
+            fd: self.mountinfo_fd,
+            events: libc::POLLPRI,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, zero timeout.
+        let n = unsafe { libc::poll(&mut p, 1, 0) };
+        if n > 0 && p.revents & (libc::POLLPRI | libc::POLLERR) != 0 {
+            self.mounts.clear();
+        }
+    }
+
+    /// The whole mount table, read through the cached descriptor (reading it
+    /// also re-arms the change notification).
+    fn read_mountinfo(&self) -> Option<String> {
+        if self.mountinfo_fd < 0 {
+            return std::fs::read_to_string("/proc/self/mountinfo").ok();
+        }
+        // SAFETY: seeking our own descriptor.
+        if unsafe { libc::lseek(self.mountinfo_fd, 0, libc::SEEK_SET) } != 0 {
+            return None;
+        }
+        let mut out = Vec::with_capacity(16 << 10);
+        let mut buf = [0u8; 16 << 10];
+        loop {
+            // SAFETY: `buf` is valid for writes of its length.
+            let n = unsafe { libc::read(self.mountinfo_fd, buf.as_mut_ptr().cast(), buf.len()) };
+            if n < 0 {
+                return None;
+            }
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n as usize]);
+        }
+        String::from_utf8(out).ok()
+    }
+
+    fn mount(&mut self, dev: (u32, u32)) -> Option<MountInfo> {
+        self.forget_if_mounts_changed();
+        if let Some(m) = self.mounts.get(&dev) {
+            return Some(m.clone());
+        }
+        let text = self.read_mountinfo()?;
+        let m = parse_mountinfo(&text, dev.0, dev.1)?;
+        self.mounts.insert(dev, m.clone());
+        Some(m)
+    }
+
+    fn segments(&mut self, dev: (u32, u32)) -> Option<u32> {
+        *self
+            .segments
+            .entry(dev)
+            .or_insert_with(|| max_segments(dev.0, dev.1))
+    }
+}
+
+/// Bits of `File::activity` that count operations in flight.
+const INFLIGHT_BITS: u32 = 24;
+const INFLIGHT_MASK: u64 = (1 << INFLIGHT_BITS) - 1;
+
+/// What [`File::begin_io`] saw when an operation started.
+#[derive(Clone, Copy, Debug)]
+pub struct IoStart(u64);
 
 /// The base page size the segment rule counts in.
 const SMALL_PAGE: usize = 4096;
@@ -175,31 +305,20 @@ impl File {
             );
             return Err(OpError::InvalidFileType.into());
         }
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| {
-            log_warn!("hipFileHandleRegister: cannot read /proc/self/mountinfo: {e}");
-            Error::Op(OpError::InternalError)
-        })?;
-        // For a block device the interesting device is the one it is (rdev), but
-        // the filesystem checks apply to regular files only, so use dev for both.
-        let mount = parse_mountinfo(&mountinfo, stx.stx_dev_major, stx.stx_dev_minor)
-            .unwrap_or_else(|| MountInfo {
-                fs_type: if is_block_device {
-                    "bdev".into()
-                } else {
-                    "unknown".into()
-                },
-                options: String::new(),
-            });
-
         let accmode = flags & libc::O_ACCMODE;
         let readable = accmode == libc::O_RDONLY || accmode == libc::O_RDWR;
         let writable = accmode == libc::O_WRONLY || accmode == libc::O_RDWR;
         let client_direct = flags & libc::O_DIRECT != 0;
         // Flags that are meaningful for a reopen: access mode plus a few behaviour bits.
         let keep = flags & (libc::O_ACCMODE | libc::O_NOATIME | libc::O_SYNC | libc::O_DSYNC);
+        // statx says whether the filesystem takes O_DIRECT at all (a zero
+        // offset alignment); without the answer (kernel < 6.1) the reopen tells.
+        let dio_known = stx.stx_mask & libc::STATX_DIOALIGN != 0;
+        let no_dio = dio_known && stx.stx_dio_offset_align == 0;
 
         let mut owned_fds = Vec::new();
-        let (buffered_fd, direct_fd) = if client_direct {
+        let direct_fd = std::sync::OnceLock::new();
+        let buffered_fd = if client_direct {
             let b = reopen(fd, (keep | libc::O_CLOEXEC) & !libc::O_DIRECT).map_err(|e| {
                 log_warn!(
                     "hipFileHandleRegister: reopening fd {fd} without O_DIRECT failed: errno {e}"
@@ -207,34 +326,28 @@ impl File {
                 Error::Op(OpError::InternalError)
             })?;
             owned_fds.push(b);
-            (b, Some(fd))
+            let _ = direct_fd.set(Some(fd));
+            b
         } else {
-            match reopen(fd, keep | libc::O_DIRECT | libc::O_CLOEXEC) {
-                Ok(d) => {
-                    owned_fds.push(d);
-                    (fd, Some(d))
-                }
-                Err(libc::EINVAL) => {
-                    log_debug!(
-                        "fd {fd}: the filesystem ({}) refuses O_DIRECT; page cache only",
-                        mount.fs_type
-                    );
-                    (fd, None)
-                }
-                Err(e) => {
-                    log_warn!(
-                        "hipFileHandleRegister: reopening fd {fd} with O_DIRECT failed: errno {e}"
-                    );
-                    return Err(OpError::InternalError.into());
-                }
+            if no_dio {
+                let _ = direct_fd.set(None);
             }
+            fd
         };
-        let (dio_mem_align, dio_offset_align) = if direct_fd.is_none() {
+        let (dio_mem_align, dio_offset_align) = if no_dio && !client_direct {
             (0, 0)
-        } else if stx.stx_mask & libc::STATX_DIOALIGN != 0 && stx.stx_dio_offset_align != 0 {
+        } else if dio_known && stx.stx_dio_offset_align != 0 {
             (stx.stx_dio_mem_align, stx.stx_dio_offset_align)
         } else {
             (4096, 4096)
+        };
+        let dev = (stx.stx_dev_major, stx.stx_dev_minor);
+        // The queue that serves the file's reads: a block device's own, a
+        // regular file's filesystem's.
+        let queue = if is_block_device {
+            (stx.stx_rdev_major, stx.stx_rdev_minor)
+        } else {
+            dev
         };
         Ok(File {
             client_fd: fd,
@@ -242,19 +355,34 @@ impl File {
             direct_fd,
             owned_fds,
             client_direct,
+            reopen_flags: keep | libc::O_DIRECT | libc::O_CLOEXEC,
+            dev_ino: (
+                libc::makedev(stx.stx_dev_major, stx.stx_dev_minor),
+                stx.stx_ino,
+            ),
+            dev,
             readable,
             writable,
             dio_mem_align,
             dio_offset_align,
             is_block_device,
             is_regular_file,
-            mount,
-            max_segments: if is_block_device {
-                max_segments(stx.stx_rdev_major, stx.stx_rdev_minor)
+            max_segments: DeviceFacts::with(|f| f.segments(queue)),
+            activity: AtomicU64::new(0),
+        })
+    }
+
+    /// The mount entry of the file's filesystem (cached per device; see
+    /// [`DeviceFacts`]). A block device, or a file on a device the mount table
+    /// does not list, reports "bdev" or "unknown".
+    pub fn mount(&self) -> MountInfo {
+        DeviceFacts::with(|f| f.mount(self.dev)).unwrap_or_else(|| MountInfo {
+            fs_type: if self.is_block_device {
+                "bdev".into()
             } else {
-                max_segments(stx.stx_dev_major, stx.stx_dev_minor)
+                "unknown".into()
             },
-            inflight: AtomicUsize::new(0),
+            options: String::new(),
         })
     }
 
@@ -267,16 +395,100 @@ impl File {
 
     /// The O_DIRECT descriptor and its alignment, if O_DIRECT I/O is possible with
     /// the engine's bounce slots (alignment a power of two no larger than 4 KiB).
+    /// The first call opens the descriptor.
     pub fn direct(&self) -> Option<(RawFd, u64)> {
         let a = self.dio_offset_align.max(self.dio_mem_align) as u64;
-        match self.direct_fd {
-            Some(fd) if a.is_power_of_two() && a as usize <= MAX_DIO_ALIGN => Some((fd, a)),
-            _ => None,
+        if !a.is_power_of_two() || a as usize > MAX_DIO_ALIGN {
+            return None;
         }
+        let fd = (*self.direct_fd.get_or_init(|| self.open_direct()))?;
+        Some((fd, a))
+    }
+
+    /// Open the O_DIRECT descriptor through /proc/self/fd, and check that it
+    /// reaches the inode that was registered. Any failure leaves the file on
+    /// the page cache, with a log line: I/O still works, only slower.
+    fn open_direct(&self) -> Option<RawFd> {
+        let fd = self.client_fd;
+        let d = match reopen(fd, self.reopen_flags) {
+            Ok(d) => d,
+            Err(libc::EINVAL) => {
+                log_debug!(
+                    "fd {fd}: the filesystem ({}) refuses O_DIRECT; page cache only",
+                    self.mount().fs_type
+                );
+                return None;
+            }
+            Err(e) => {
+                log_warn!("fd {fd}: reopening with O_DIRECT failed (errno {e}); page cache only");
+                return None;
+            }
+        };
+        // SAFETY: fstat writes only into `st`, an owned struct.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `d` is our descriptor and `st` is valid for writes.
+        let same =
+            unsafe { libc::fstat(d, &mut st) } == 0 && (st.st_dev, st.st_ino) == self.dev_ino;
+        if !same {
+            log_warn!(
+                "fd {fd} no longer names the file registered under it (was it closed and \
+                 reused?); staying on the page cache"
+            );
+            // SAFETY: we opened `d` and nothing else holds it.
+            unsafe { libc::close(d) };
+            return None;
+        }
+        Some(d)
+    }
+
+    /// Before a write where the kernel lacks `RWF_NOAPPEND` ([`noappend_flag`]):
+    /// refuse it with 5019 (the code registration gives an O_APPEND
+    /// descriptor) when the caller's descriptor has O_APPEND now, since the
+    /// write would land at the end of the file instead of at its offset.
+    /// One fcntl per write request, only on such kernels; a descriptor set to
+    /// O_APPEND between this check and the write still appends there.
+    pub fn check_append(&self) -> Result<()> {
+        if noappend_flag() != 0 {
+            return Ok(());
+        }
+        // SAFETY: fcntl(F_GETFL) only reads the descriptor's flags.
+        let flags = unsafe { libc::fcntl(self.client_fd, libc::F_GETFL) };
+        if flags >= 0 && flags & libc::O_APPEND != 0 {
+            log_warn!(
+                "write refused: fd {} has O_APPEND set since its registration, and this kernel \
+                 lacks RWF_NOAPPEND, so the write would land at the end of the file, not at \
+                 its offset",
+                self.client_fd
+            );
+            return Err(OpError::InvalidFileOpenFlag.into());
+        }
+        Ok(())
     }
 
     pub fn busy(&self) -> bool {
-        self.inflight.load(Ordering::Acquire) > 0
+        self.activity.load(Ordering::Acquire) & INFLIGHT_MASK > 0
+    }
+
+    /// Count an operation as started and in flight until [`File::end_io`].
+    pub fn begin_io(&self) -> IoStart {
+        IoStart(
+            self.activity
+                .fetch_add((1 << INFLIGHT_BITS) + 1, Ordering::AcqRel),
+        )
+    }
+
+    pub fn end_io(&self) {
+        self.activity.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// True when the operation that `start` began has had this file to
+    /// itself: nothing else was in flight when it started, nothing has
+    /// started since, and it has not ended yet. (Operations of this
+    /// registration only; other descriptors and processes are not seen.)
+    pub fn alone_since(&self, start: IoStart) -> bool {
+        start.0 & INFLIGHT_MASK == 0
+            && self.activity.load(Ordering::Acquire)
+                == start.0.wrapping_add((1 << INFLIGHT_BITS) + 1)
     }
 }
 
@@ -331,11 +543,102 @@ pub fn fully_cached(fd: RawFd, off: u64, len: u64) -> Option<bool> {
     Some(cs.nr_cache >= (end - first) / 4096)
 }
 
+/// `RWF_NOAPPEND` support: 0 not asked yet, 1 the kernel has it, 2 it does not.
+static NOAPPEND: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// The flags every positional write carries: `RWF_NOAPPEND` (Linux 6.9) where
+/// the kernel has it, else none.
+///
+/// Registration refuses O_APPEND descriptors, but the application can set
+/// O_APPEND with fcntl afterwards on its own descriptor, which the library
+/// writes through (the buffered one, or the O_DIRECT one when the caller
+/// opened it so); pwrite on it would then ignore the offset and append.
+/// `RWF_NOAPPEND` makes each write positional whatever the descriptor's flags
+/// are now. Without it, [`File::check_append`] refuses the write instead.
+pub fn noappend_flag() -> libc::c_int {
+    use std::sync::atomic::Ordering::Relaxed;
+    match NOAPPEND.load(Relaxed) {
+        1 => return libc::RWF_NOAPPEND,
+        2 => return 0,
+        _ => {}
+    }
+    let supported = probe_noappend();
+    // A test may have forced the fallback meanwhile: keep its answer.
+    let _ = NOAPPEND.compare_exchange(0, if supported { 1 } else { 2 }, Relaxed, Relaxed);
+    if NOAPPEND.load(Relaxed) == 1 {
+        libc::RWF_NOAPPEND
+    } else {
+        log_debug!("RWF_NOAPPEND unavailable: writes check the descriptor for O_APPEND");
+        0
+    }
+}
+
+/// Ask the kernel once: a one-byte `pwritev2(RWF_NOAPPEND)` into a pipe of
+/// our own. A kernel without the flag refuses it (EOPNOTSUPP; EINVAL on some
+/// emulations) before looking at the descriptor.
+fn probe_noappend() -> bool {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two descriptors we own and close below.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+        return false;
+    }
+    let byte = 0u8;
+    let iov = libc::iovec {
+        iov_base: &byte as *const u8 as *mut libc::c_void,
+        iov_len: 1,
+    };
+    // SAFETY: `iov` names one live byte; the descriptors are ours.
+    let r = unsafe { libc::pwritev2(fds[1], &iov, 1, -1, libc::RWF_NOAPPEND) };
+    // SAFETY: closing the descriptors pipe2 gave us, once each.
+    unsafe {
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+    r == 1
+}
+
+/// Behave as on a kernel without `RWF_NOAPPEND` from now on (tests of the
+/// fallback on kernels that have it).
+#[doc(hidden)]
+pub fn disable_noappend_for_tests() {
+    NOAPPEND.store(2, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The size of the file behind `fd`, or None when fstat fails.
+pub fn size_of(fd: RawFd) -> Option<u64> {
+    // SAFETY: fstat writes into a local stat struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; `st` is valid for writes.
+    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st.st_size as u64)
+}
+
+/// Start writing `[off, off + len)` of `file` back to storage without waiting
+/// for it (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), for a write whose caller
+/// waits for durability: the fdatasync that ends the request then finds most
+/// of its pages already on their way. Errors are left to that fdatasync.
+pub fn start_writeback(file: &File, off: u64, len: usize) {
+    // SAFETY: sync_file_range only names a descriptor and a range.
+    unsafe {
+        libc::sync_file_range(
+            file.buffered_fd,
+            off as i64,
+            len as i64,
+            libc::SYNC_FILE_RANGE_WRITE,
+        )
+    };
+}
+
 impl Drop for File {
     fn drop(&mut self) {
         for &fd in &self.owned_fds {
             // SAFETY: we opened `fd` and close it exactly once, here.
             unsafe { libc::close(fd) };
+        }
+        if let Some(Some(fd)) = self.direct_fd.get() {
+            if !self.client_direct {
+                // SAFETY: opened lazily by `open_direct`, closed once, here.
+                unsafe { libc::close(*fd) };
+            }
         }
     }
 }
@@ -345,14 +648,14 @@ pub struct InflightGuard<'a>(&'a File);
 
 impl<'a> InflightGuard<'a> {
     pub fn new(f: &'a File) -> Self {
-        f.inflight.fetch_add(1, Ordering::AcqRel);
+        f.begin_io();
         InflightGuard(f)
     }
 }
 
 impl Drop for InflightGuard<'_> {
     fn drop(&mut self) {
-        self.0.inflight.fetch_sub(1, Ordering::AcqRel);
+        self.0.end_io();
     }
 }
 
@@ -400,6 +703,142 @@ mod tests {
             assert_eq!(max_segments_under(&root, 254, 0), None, "{bad:?}");
         }
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    fn test_dir() -> std::path::PathBuf {
+        std::env::var("HIPFILE_TEST_DIR")
+            .map(Into::into)
+            .unwrap_or_else(|_| std::env::temp_dir())
+    }
+
+    fn open_fds() -> usize {
+        std::fs::read_dir("/proc/self/fd").unwrap().count()
+    }
+
+    #[test]
+    fn registration_opens_no_descriptor_until_direct_io_is_wanted() {
+        let path = test_dir().join(format!("hipfile-lazy-{}", std::process::id()));
+        std::fs::write(&path, vec![7u8; 8192]).unwrap();
+        let f = std::fs::File::open(&path).unwrap();
+        let before = open_fds();
+        let reg = File::probe(f.as_raw_fd()).unwrap();
+        assert_eq!(open_fds(), before, "probe opened a descriptor");
+        if let Some((dfd, _)) = reg.direct() {
+            assert_ne!(dfd, f.as_raw_fd());
+            assert_eq!(open_fds(), before + 1);
+            // The second call reuses it.
+            assert_eq!(reg.direct().unwrap().0, dfd);
+        }
+        drop(reg);
+        assert_eq!(open_fds(), before, "the O_DIRECT descriptor was not closed");
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn a_reused_descriptor_number_never_reaches_the_other_file() {
+        let dir = test_dir();
+        let a = dir.join(format!("hipfile-reuse-a-{}", std::process::id()));
+        let b = dir.join(format!("hipfile-reuse-b-{}", std::process::id()));
+        std::fs::write(&a, vec![1u8; 4096]).unwrap();
+        std::fs::write(&b, vec![2u8; 4096]).unwrap();
+        let fa = std::fs::File::open(&a).unwrap();
+        let reg = File::probe(fa.as_raw_fd()).unwrap();
+        // The caller breaks the contract: the number now names file b.
+        let fb = std::fs::File::open(&b).unwrap();
+        // SAFETY: dup2 onto a descriptor this test owns.
+        assert!(unsafe { libc::dup2(fb.as_raw_fd(), fa.as_raw_fd()) } >= 0);
+        assert!(
+            reg.direct().is_none(),
+            "the lazy O_DIRECT reopen reached another inode"
+        );
+        drop(reg);
+        std::fs::remove_file(&a).unwrap();
+        std::fs::remove_file(&b).unwrap();
+    }
+
+    #[test]
+    fn files_on_different_filesystems_get_their_own_mount_entry() {
+        let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let mut seen = Vec::new();
+        for dir in [test_dir(), "/dev/shm".into(), std::env::temp_dir()] {
+            let path = dir.join(format!("hipfile-mnt-{}", std::process::id()));
+            let Ok(f) = std::fs::File::create(&path) else {
+                continue;
+            };
+            let reg = File::probe(f.as_raw_fd()).unwrap();
+            let want = parse_mountinfo(&table, reg.dev.0, reg.dev.1).unwrap();
+            assert_eq!(reg.mount(), want, "{}", dir.display());
+            seen.push(want.fs_type);
+            std::fs::remove_file(&path).unwrap();
+        }
+        assert!(seen.len() >= 2, "no two filesystems to compare: {seen:?}");
+    }
+
+    #[test]
+    fn mounts_made_after_the_first_lookup_are_seen() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIP mounts_made_after_the_first_lookup_are_seen: mounting needs root");
+            return;
+        }
+        let dir = test_dir().join(format!("hipfile-mnt-late-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let probe_fs = |opts: &str| {
+            let path = dir.join("f");
+            let f = std::fs::File::create(&path).unwrap();
+            let m = File::probe(f.as_raw_fd()).unwrap().mount();
+            assert!(m.options.contains(opts), "{opts} not in {m:?}");
+            m.fs_type
+        };
+        // A lookup first, so the cache is warm before the mount exists.
+        assert_ne!(probe_fs(""), "tmpfs");
+        let target = std::ffi::CString::new(dir.to_str().unwrap()).unwrap();
+        let mount = |flags: libc::c_ulong, data: &std::ffi::CStr| {
+            // SAFETY: NUL-terminated strings; mounting a tmpfs on our own directory.
+            unsafe {
+                libc::mount(
+                    c"tmpfs".as_ptr(),
+                    target.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    flags,
+                    data.as_ptr().cast(),
+                )
+            }
+        };
+        if mount(0, c"size=1m") != 0 {
+            eprintln!("SKIP mounts_made_after_the_first_lookup_are_seen: mount refused");
+            return;
+        }
+        assert_eq!(probe_fs("size=1024k"), "tmpfs");
+        // A remount keeps the device number: the change notification must
+        // empty the cache.
+        assert_eq!(mount(libc::MS_REMOUNT, c"size=2m"), 0);
+        assert_eq!(probe_fs("size=2048k"), "tmpfs");
+        // SAFETY: unmounting what this test mounted.
+        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn alone_since_sees_operations_before_beside_and_after() {
+        let path = std::env::temp_dir().join(format!("hipfile-alone-{}", std::process::id()));
+        let f = std::fs::File::create(&path).unwrap();
+        let reg = File::probe(f.as_raw_fd()).unwrap();
+        let a = reg.begin_io();
+        assert!(reg.busy() && reg.alone_since(a));
+        // Another one starts (and even ends) while `a` runs.
+        let b = reg.begin_io();
+        assert!(!reg.alone_since(a) && !reg.alone_since(b));
+        reg.end_io();
+        assert!(!reg.alone_since(a), "b ran beside a");
+        reg.end_io();
+        assert!(!reg.busy());
+        // One at a time: each has the file to itself.
+        let c = reg.begin_io();
+        assert!(reg.alone_since(c));
+        reg.end_io();
+        assert!(!reg.alone_since(c), "c has ended");
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]

@@ -1,7 +1,11 @@
 //! hipfile-engine: GPU-direct file I/O over io_uring.
 //!
-//! This crate holds all the logic of hipfile-rs behind a safe Rust API; the
-//! `ffi` crate wraps it in the hipFile C ABI.
+//! This crate holds all the logic of hipfile-rs; the `ffi` crate wraps it in
+//! the hipFile C ABI. A Rust program embeds it through the safe API of
+//! [`api`]: open files with [`Engine::open`], read into slices, owned
+//! [`HostBuffer`]s or [`DeviceSlice`]s, wait for [`IoFuture`]s, read many
+//! ranges at once with [`Engine::read_batch`]. [`Engine::read`] and the other
+//! raw entry points take addresses and are `unsafe`.
 //!
 //! # Ownership and threading rules
 //! - An [`Engine`] owns one worker thread per configured I/O thread. Each worker
@@ -24,11 +28,14 @@
 //!   reference, so deregistering while I/O is in flight is detectable.
 //! - Dropping the engine stops the workers after their in-flight work drains.
 
+pub mod api;
 pub mod batch;
 pub mod bounce;
 pub mod config;
+pub mod config_file;
 pub mod error;
 pub mod file;
+pub mod fork;
 pub mod gpu;
 mod inline;
 pub mod log;
@@ -39,6 +46,7 @@ pub mod ring;
 pub mod stats;
 pub mod worker;
 
+pub use api::{DeviceSlice, FileHandle, HostBuffer, IoBuf, IoBufMut, IoFuture, OpenMode, ReadOp};
 pub use config::Config;
 pub use error::{Error, OpError, Result};
 pub use file::File;

@@ -69,16 +69,39 @@ pub struct Driver {
     faults: RwLock<Option<crate::worker::FaultFactory>>,
 }
 
-static DRIVER: OnceLock<Driver> = OnceLock::new();
+/// One driver per process: a child after `fork()` starts from a fresh,
+/// closed driver (the parent's threads, rings and locks are not there; its
+/// state is left untouched, see [`crate::fork`]).
+static DRIVER: crate::fork::PerProcess<Driver> = crate::fork::PerProcess::new();
+
+/// A new handle value for a file or batch registration, never handed out
+/// before in this process: a handle kept after its deregistration (or
+/// destruction) must not name a later registration, so it cannot be the
+/// registration's address (the allocator gives a freed address back) or a
+/// reused slot. Values count up by 16 from an arbitrary base away from small
+/// integers, so neither NULL nor a descriptor number passed by mistake is one.
+pub fn new_handle() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    const BASE: usize = 0x4846 << 32;
+    BASE + (NEXT.fetch_add(1, Ordering::Relaxed) + 1) * 16
+}
 
 /// The process-wide driver, created on first use (never at load time).
 pub fn driver() -> &'static Driver {
-    DRIVER.get_or_init(|| Driver {
-        state: RwLock::new(State::default()),
-        gpu: OnceLock::new(),
-        env: OnceLock::new(),
-        gpu_override: RwLock::new(None),
-        faults: RwLock::new(None),
+    DRIVER.get_or_init(|| {
+        if crate::fork::generation() > 0 {
+            log_info!("fresh driver state after fork(): the parent's handles, buffers, streams and engine do not carry over");
+        }
+        Driver {
+            state: RwLock::new(State {
+                params: crate::config_file::seeded_params(),
+                ..State::default()
+            }),
+            gpu: OnceLock::new(),
+            env: OnceLock::new(),
+            gpu_override: RwLock::new(None),
+            faults: RwLock::new(None),
+        }
     })
 }
 
@@ -117,6 +140,7 @@ impl Driver {
                     );
                 } else {
                     log_info!("no GPU runtime: host memory only");
+                    crate::fork::explain_missing_gpu(g.as_ref());
                 }
                 g
             })
@@ -185,7 +209,7 @@ impl Driver {
             st.files.clear();
             st.fd_to_handle.clear();
             st.streams.clear();
-            st.params = Params::default();
+            st.params = crate::config_file::seeded_params();
             st.params_locked = false;
             let batches: Vec<Arc<Batch>> = st.batches.drain().map(|(_, b)| b).collect();
             (st.engine.take(), batches)
@@ -218,7 +242,7 @@ impl Driver {
             return Err(OpError::HandleAlreadyRegistered.into());
         }
         self.implicit_open_locked(&mut st)?;
-        let handle = Arc::as_ptr(&file) as usize;
+        let handle = new_handle();
         st.fd_to_handle.insert(fd, handle);
         st.files.insert(handle, file);
         Ok(handle)
@@ -266,6 +290,12 @@ impl Driver {
             if ptr < info.alloc_base || ptr >= alloc_end || end > alloc_end {
                 return Err(OpError::HipPointerRangeError.into());
             }
+        } else if !host_range_mapped(ptr, len.max(1)) {
+            log_warn!(
+                "hipFileBufRegister: [{ptr:#x}, +{len}) is not mapped memory of this process \
+                 (neither device memory nor host memory)"
+            );
+            return Err(OpError::HipMemoryTypeInvalid.into());
         }
         let mut st = self.write();
         if st.buffers.contains_key(&ptr) {
@@ -329,6 +359,38 @@ impl Driver {
     }
 }
 
+/// Whether every page of `[ptr, ptr + len)` is mapped in this process.
+///
+/// The GPU runtime calls any address it does not know pageable host memory,
+/// `(void *)0x10` included. `mincore` fails with ENOMEM where part of its range
+/// has no mapping, and answers without faulting anything in or touching the
+/// memory (an untouched or PROT_NONE mapping still counts as mapped). It
+/// walks the page tables, so a large range is asked in windows of 256 MiB
+/// with one small vector: 64 GiB costs 256 calls.
+fn host_range_mapped(ptr: u64, len: u64) -> bool {
+    const PAGE: u64 = 4096;
+    const WINDOW_PAGES: u64 = 65536;
+    let Some(end) = ptr.checked_add(len) else {
+        return false;
+    };
+    let mut at = ptr & !(PAGE - 1);
+    let mut vec = vec![0u8; WINDOW_PAGES as usize];
+    while at < end {
+        let bytes = (end - at).min(WINDOW_PAGES * PAGE);
+        // SAFETY: mincore writes one byte per page of the range into `vec`,
+        // which has room for WINDOW_PAGES pages; it reads no memory of the range.
+        let r = unsafe { libc::mincore(at as *mut libc::c_void, bytes as usize, vec.as_mut_ptr()) };
+        if r != 0 {
+            let e = std::io::Error::last_os_error().raw_os_error();
+            // ENOMEM: a hole (or beyond the address space). Anything else
+            // (EAGAIN, a kernel without mincore) is no answer: allow the range.
+            return e != Some(libc::ENOMEM);
+        }
+        at += bytes;
+    }
+    true
+}
+
 /// Marks a registered buffer busy for the life of an I/O.
 pub struct BufferUse(Option<Arc<BufferReg>>);
 
@@ -346,5 +408,18 @@ impl Drop for BufferUse {
         if let Some(r) = &self.0 {
             r.inflight.fetch_sub(1, Ordering::AcqRel);
         }
+    }
+}
+
+impl Driver {
+    /// Use `cfg` instead of the settings from the environment, for a program
+    /// that embeds the library and takes its settings another way (the
+    /// Python package's keyword arguments). Only before the driver has read
+    /// its settings (its first open in this process); after that,
+    /// `DriverAlreadyOpen` (5026) and nothing changes.
+    pub fn set_config(&self, cfg: Config) -> Result<()> {
+        self.env
+            .set(cfg)
+            .map_err(|_| Error::Op(OpError::DriverAlreadyOpen))
     }
 }

@@ -244,14 +244,21 @@ fn build_sqe(op: &Op) -> squeue::Entry {
             len,
             offset,
             fixed,
-        } => match fixed {
-            Some(idx) => opcode::WriteFixed::new(types::Fd(fd), buf, len, idx)
-                .offset(offset)
-                .build(),
-            None => opcode::Write::new(types::Fd(fd), buf, len)
-                .offset(offset)
-                .build(),
-        },
+        } => {
+            // Positional even if the descriptor has gained O_APPEND since its
+            // registration (see crate::file::noappend_flag).
+            let flags = crate::file::noappend_flag();
+            match fixed {
+                Some(idx) => opcode::WriteFixed::new(types::Fd(fd), buf, len, idx)
+                    .offset(offset)
+                    .rw_flags(flags)
+                    .build(),
+                None => opcode::Write::new(types::Fd(fd), buf, len)
+                    .offset(offset)
+                    .rw_flags(flags)
+                    .build(),
+            }
+        }
         Op::Fsync { fd, datasync } => {
             let f = if datasync {
                 types::FsyncFlags::DATASYNC

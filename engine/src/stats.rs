@@ -1,6 +1,55 @@
-//! Counters of what the data path did, per engine: which way bytes reached
-//! storage (page-cache probe hits, O_DIRECT, plain buffered), bounce usage and
-//! GPU copies. Cheap relaxed atomics; read them to see which path served I/O.
+//! Statistics: what the data path did, kept where an operator can read it.
+//!
+//! Two layers:
+//! - [`Stats`]: counters of one engine, kept by its workers (which way bytes
+//!   reached storage, bounce use, GPU copies, time per [`Stage`]). Cheap
+//!   relaxed atomics; `Engine::stats` reads them.
+//! - The process's statistics region ([`layout`]): per-call figures counted
+//!   at the entry points ([`record`]), per entry point, direction and (level
+//!   3) GPU, with latency and size histograms; registrations and other rare
+//!   events; and the engines' [`Stats`], copied in by the listener
+//!   ([`server`]). Another process reads it without stopping this one
+//!   ([`client`], `ais-stats`).
+//!
+//! `HIPFILE_STATS_LEVEL` (or `profile.cufile_stats`, or the `ProfileStats`
+//! parameter) picks what is counted: 0 nothing, and no shared memory is made;
+//! 1 calls, bytes, errors, latencies and the engine figures; 2 adds request
+//! sizes; 3 adds the split by GPU.
+//!
+//! # Why a memfd served over an abstract socket
+//!
+//! The region is an anonymous, sealed memfd mapped shared, handed to readers
+//! over the abstract UNIX socket `@hipfile-stats.<pid>` with SCM_RIGHTS (as
+//! upstream hipFile does). Against the alternative, a file in /dev/shm:
+//! - nothing outlives the process: the memfd and the socket name vanish
+//!   with its last descriptor, so a crashed or killed job leaves no file for
+//!   anyone to clean up, and a reused pid never finds a stale region;
+//! - a reader that received the memfd keeps it, so it can report after the
+//!   process exited (`ais-stats PROGRAM`, or `-p` waiting for the exit);
+//! - seals (`F_SEAL_FUTURE_WRITE`) make the reader's copy read-only, and the
+//!   listener checks the peer's uid (SO_PEERCRED): same user or root, the
+//!   rule /proc/PID/fd applies too;
+//! - the listener thread sleeps in poll(2) and wakes only when a reader
+//!   connects, or every 100 ms while one stays connected to keep the engine
+//!   figures fresh.
+//!
+//! Its limits, and what covers them: abstract sockets belong to a network
+//! namespace, so a reader outside the process's container falls back to
+//! /proc/PID/fd (ptrace-read permission), where the memfd is visible as
+//! `/memfd:hipfile-stats`; and a program that exits before a reader can
+//! connect is covered by `ais-stats PROGRAM`, which passes the program an
+//! inherited socket ([`server::HANDOFF_ENV`]) that the library sends its
+//! memfd to as soon as the region exists.
+
+pub mod client;
+pub mod layout;
+pub mod record;
+pub mod server;
+pub mod snapshot;
+
+pub use layout::{Api, Event};
+pub use record::{event, event_add, level, served_inline, with_api, Call};
+pub use server::set_level;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -149,6 +198,13 @@ impl Stats {
         self.chunks.fetch_add(1, Ordering::Relaxed);
         self.chunk_ns.fetch_add(ns, Ordering::Relaxed);
         self.chunk_max_ns.fetch_max(ns, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Stats {
+    /// An engine is going: its counters stay in the process's statistics.
+    fn drop(&mut self) {
+        server::retire(self);
     }
 }
 

@@ -761,10 +761,18 @@ impl Worker {
             let cur = a.chunk.file_offset + a.done as u64;
             let rem = (a.chunk.len - a.done) as u64;
             let src = self.buf_at(a, a.done);
-            let fd = match self.direct_for(a) {
+            // O_DIRECT only where the caller asked for it: a direct write
+            // beside page-cache writes to the same pages (ours, the
+            // application's, another process's) fails the kernel's
+            // invalidation, which records EIO for every later fsync.
+            let direct = if a.chunk.file.client_direct {
+                self.direct_for(a)
+            } else {
+                None
+            };
+            let fd = match direct {
                 Some((dfd, align))
-                    if (a.chunk.file.client_direct || a.chunk.durable)
-                        && cur % align == 0
+                    if cur % align == 0
                         && rem % align == 0
                         && src as u64 % a.chunk.file.dio_mem_align.max(1) as u64 == 0 =>
                 {
@@ -1235,6 +1243,9 @@ impl Worker {
         a.done += res as usize;
         if a.done >= a.chunk.len {
             let done = a.chunk.len;
+            if a.chunk.durable && !a.write_direct {
+                crate::file::start_writeback(&a.chunk.file, a.chunk.file_offset, done);
+            }
             self.finish(id, Ok(done));
         } else {
             a.retries = 0;
@@ -1273,7 +1284,7 @@ impl Worker {
         }
         self.free_ids.push(id);
         self.queue.finished();
-        a.chunk.req.chunk_done(a.chunk.idx, r);
+        a.chunk.req.chunk_ended(a.chunk.idx, r, a.done);
         self.grant_slots();
     }
 

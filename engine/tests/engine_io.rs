@@ -135,14 +135,16 @@ fn host_reads_at_random_offsets_sizes_and_alignments() {
                 let size = 1 + rng.below(1 << 20) as usize;
                 let skew = rng.below(4096) as usize;
                 let mut buf = vec![0xaau8; size + 4096];
-                let r = e
-                    .read(
+                // SAFETY: the memory named is owned by this test and outlives the call.
+                let r = unsafe {
+                    e.read(
                         &file,
                         Memory::Host(buf.as_mut_ptr() as usize + skew),
                         size,
                         off,
                     )
-                    .unwrap();
+                }
+                .unwrap();
                 let want = (len as u64).saturating_sub(off).min(size as u64) as usize;
                 assert_eq!(
                     r, want,
@@ -208,9 +210,10 @@ fn host_writes_land_exactly_where_asked() {
                 1
             };
             src[skew..skew + size].copy_from_slice(&pattern(size, i as u8));
-            let n = e
-                .write(&file, Memory::Host(src.as_ptr() as usize + skew), size, off)
-                .unwrap();
+            // SAFETY: the memory named is owned by this test and outlives the call.
+            let n =
+                unsafe { e.write(&file, Memory::Host(src.as_ptr() as usize + skew), size, off) }
+                    .unwrap();
             assert_eq!(n, size);
             mirror[off as usize..off as usize + size].copy_from_slice(&src[skew..skew + size]);
         }
@@ -262,7 +265,8 @@ fn device_round_trip_through_async_test_double() {
                 let size = 1 + rng.below(2 << 20) as usize;
                 let (mem, _) = e.memory(dev).unwrap();
                 assert_eq!(mem, Memory::Device { ptr: dev, device });
-                let n = e.read(&file, mem, size, off).unwrap();
+                // SAFETY: the memory named is owned by this test and outlives the call.
+                let n = unsafe { e.read(&file, mem, size, off) }.unwrap();
                 let want = (len as u64).saturating_sub(off).min(size as u64) as usize;
                 assert_eq!(n, want);
                 assert_eq!(
@@ -317,8 +321,9 @@ fn device_writes_through_test_double() {
             let src = pattern(size, 100 + i);
             let dev = gpu.device_alloc(0, size).unwrap();
             gpu.write_device(dev, &src);
-            let n = e
-                .write(
+            // SAFETY: the memory named is owned by this test and outlives the call.
+            let n = unsafe {
+                e.write(
                     &file,
                     Memory::Device {
                         ptr: dev,
@@ -327,7 +332,8 @@ fn device_writes_through_test_double() {
                     size,
                     off,
                 )
-                .unwrap();
+            }
+            .unwrap();
             assert_eq!(n, size);
             mirror[off as usize..off as usize + size].copy_from_slice(&src);
             // SAFETY: no longer used.
@@ -349,19 +355,9 @@ fn failing_gpu_copy_is_an_error_not_data() {
     let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
     let dev = gpu.device_alloc(0, 1 << 20).unwrap();
     gpu.fail_next_copies(1);
-    let r = e.read(
-        &file,
-        Memory::Device {
-            ptr: dev,
-            device: 0,
-        },
-        1 << 20,
-        0,
-    );
-    assert!(matches!(r, Err(Error::Gpu(_))), "got {r:?}");
-    // The engine keeps working afterwards.
-    let n = e
-        .read(
+    // SAFETY: the memory named is owned by this test and outlives the call.
+    let r = unsafe {
+        e.read(
             &file,
             Memory::Device {
                 ptr: dev,
@@ -370,7 +366,22 @@ fn failing_gpu_copy_is_an_error_not_data() {
             1 << 20,
             0,
         )
-        .unwrap();
+    };
+    assert!(matches!(r, Err(Error::Gpu(_))), "got {r:?}");
+    // The engine keeps working afterwards.
+    // SAFETY: the memory named is owned by this test and outlives the call.
+    let n = unsafe {
+        e.read(
+            &file,
+            Memory::Device {
+                ptr: dev,
+                device: 0,
+            },
+            1 << 20,
+            0,
+        )
+    }
+    .unwrap();
     assert_eq!(n, 1 << 20);
     assert!(gpu.read_device(dev, 1 << 20) == data);
     std::fs::remove_file(&path).unwrap();
@@ -394,15 +405,18 @@ fn unregistered_buffers_and_low_memlock_degrade_cleanly() {
     let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
     let dev = gpu.device_alloc(0, 1 << 20).unwrap();
     assert_eq!(
-        e.read(
-            &file,
-            Memory::Device {
-                ptr: dev,
-                device: 0
-            },
-            1 << 20,
-            0
-        )
+        // SAFETY: the memory named is owned by this test and outlives the call.
+        unsafe {
+            e.read(
+                &file,
+                Memory::Device {
+                    ptr: dev,
+                    device: 0,
+                },
+                1 << 20,
+                0,
+            )
+        }
         .unwrap(),
         1 << 20
     );
@@ -418,7 +432,8 @@ fn read_only_descriptor_refuses_writes() {
     let e = engine(no_gpu(), ReadMode::Auto);
     let src = [1u8; 3];
     assert_eq!(
-        e.write(&file, Memory::Host(src.as_ptr() as usize), 3, 0),
+        // SAFETY: the memory named is owned by this test and outlives the call.
+        unsafe { e.write(&file, Memory::Host(src.as_ptr() as usize), 3, 0) },
         Err(Error::Os(libc::EBADF))
     );
     std::fs::remove_file(&path).unwrap();
@@ -444,15 +459,15 @@ fn small_device_transfers_run_inline_and_are_exact() {
             let src = pattern(size, i as u8);
             gpu.write_device(dev, &src);
             assert_eq!(
-                e.write(&file, Memory::Device { ptr: dev, device }, size, off)
-                    .unwrap(),
+                // SAFETY: the memory named is owned by this test and outlives the call.
+                unsafe { e.write(&file, Memory::Device { ptr: dev, device }, size, off) }.unwrap(),
                 size
             );
             mirror[off as usize..off as usize + size].copy_from_slice(&src);
         } else {
             assert_eq!(
-                e.read(&file, Memory::Device { ptr: dev, device }, size, off)
-                    .unwrap(),
+                // SAFETY: the memory named is owned by this test and outlives the call.
+                unsafe { e.read(&file, Memory::Device { ptr: dev, device }, size, off) }.unwrap(),
                 size
             );
             assert!(gpu.read_device(dev, size) == mirror[off as usize..off as usize + size]);
@@ -526,23 +541,27 @@ fn chunks_go_to_a_worker_that_can_start_them() {
     let (tx, rx) = std::sync::mpsc::channel();
     let submit = |name: &'static str, off: usize, len: usize| {
         let tx = tx.clone();
-        e.submit(
-            IoRequest {
-                file: file.clone(),
-                dir: Direction::Read,
-                mem: Memory::Device {
-                    ptr: dev + off as u64,
-                    device: 0,
+        // SAFETY: the memory named is owned by this test, which waits for
+        // every completion before it frees anything.
+        unsafe {
+            e.submit(
+                IoRequest {
+                    file: file.clone(),
+                    dir: Direction::Read,
+                    mem: Memory::Device {
+                        ptr: dev + off as u64,
+                        device: 0,
+                    },
+                    size: len,
+                    file_offset: off as u64,
+                    cancel: None,
+                    durable: false,
                 },
-                size: len,
-                file_offset: off as u64,
-                cancel: None,
-                durable: false,
-            },
-            Completion::Callback(Box::new(move |r| {
-                let _ = tx.send((name, r.ok()));
-            })),
-        )
+                Completion::Callback(Box::new(move |r| {
+                    let _ = tx.send((name, r.ok()));
+                })),
+            )
+        }
     };
     // A: one chunk, whose read completion is held: its worker is stuck.
     submit("a", 0, chunk);
@@ -606,24 +625,28 @@ fn one_event_ends_every_copy_queued_before_it() {
         let ptr = devs[device] + (2 * (n - 1 - i) * piece) as u64;
         let (tx, g) = (tx.clone(), gpu.clone());
         let want = data[i * piece..(i + 1) * piece].to_vec();
-        e.submit(
-            IoRequest {
-                file: file.clone(),
-                dir: Direction::Read,
-                mem: Memory::Device {
-                    ptr,
-                    device: device as i32,
+        // SAFETY: the memory named is owned by this test, which waits for
+        // every completion before it frees anything.
+        unsafe {
+            e.submit(
+                IoRequest {
+                    file: file.clone(),
+                    dir: Direction::Read,
+                    mem: Memory::Device {
+                        ptr,
+                        device: device as i32,
+                    },
+                    size: piece,
+                    file_offset: (i * piece) as u64,
+                    cancel: None,
+                    durable: false,
                 },
-                size: piece,
-                file_offset: (i * piece) as u64,
-                cancel: None,
-                durable: false,
-            },
-            Completion::Callback(Box::new(move |r| {
-                let intact = g.read_device(ptr, piece) == want;
-                let _ = tx.send((i, r.ok(), intact));
-            })),
-        );
+                Completion::Callback(Box::new(move |r| {
+                    let intact = g.read_device(ptr, piece) == want;
+                    let _ = tx.send((i, r.ok(), intact));
+                })),
+            )
+        };
     }
     for _ in 0..n {
         let (i, r, intact) = rx.recv_timeout(Duration::from_secs(30)).unwrap();
@@ -698,20 +721,24 @@ fn reads_per_worker(cold_io_threads: usize) -> Vec<usize> {
     let (tx, rx) = std::sync::mpsc::channel();
     for i in 0..n {
         let tx = tx.clone();
-        e.submit(
-            IoRequest {
-                file: file.clone(),
-                dir: Direction::Read,
-                mem: Memory::Host(base + i * piece),
-                size: piece,
-                file_offset: (i * piece) as u64,
-                cancel: None,
-                durable: false,
-            },
-            Completion::Callback(Box::new(move |r| {
-                let _ = tx.send(r.ok());
-            })),
-        );
+        // SAFETY: the memory named is owned by this test, which waits for
+        // every completion before it frees anything.
+        unsafe {
+            e.submit(
+                IoRequest {
+                    file: file.clone(),
+                    dir: Direction::Read,
+                    mem: Memory::Host(base + i * piece),
+                    size: piece,
+                    file_offset: (i * piece) as u64,
+                    cancel: None,
+                    durable: false,
+                },
+                Completion::Callback(Box::new(move |r| {
+                    let _ = tx.send(r.ok());
+                })),
+            )
+        };
     }
     for _ in 0..n {
         assert_eq!(
@@ -791,7 +818,8 @@ fn a_cold_inline_read_goes_around_the_page_cache() {
     let e = Engine::with_gpu(cfg, no_gpu()).unwrap();
     let mut buf = vec![0u8; (1 << 20) + 4096];
     let at = (buf.as_mut_ptr() as usize).next_multiple_of(4096);
-    let n = e.read(&file, Memory::Host(at), 1 << 20, 1 << 20).unwrap();
+    // SAFETY: the memory named is owned by this test and outlives the call.
+    let n = unsafe { e.read(&file, Memory::Host(at), 1 << 20, 1 << 20) }.unwrap();
     assert_eq!(n, 1 << 20);
     let o = at - buf.as_ptr() as usize;
     assert!(buf[o..o + n] == data[1 << 20..2 << 20]);
@@ -832,7 +860,8 @@ fn cold_host_reads_the_disk_would_split_go_through_huge_slots() {
         let e = Engine::with_gpu(small_config(), no_gpu()).unwrap();
         let mut buf = vec![0u8; len + 4096];
         let at = (buf.as_mut_ptr() as usize).next_multiple_of(4096);
-        let n = e.read(&file, Memory::Host(at), 1 << 20, 1 << 20).unwrap();
+        // SAFETY: the memory named is owned by this test and outlives the call.
+        let n = unsafe { e.read(&file, Memory::Host(at), 1 << 20, 1 << 20) }.unwrap();
         assert_eq!(n, 1 << 20);
         let o = at - buf.as_ptr() as usize;
         assert!(buf[o..o + n] == data[1 << 20..2 << 20], "{max_segments:?}");
@@ -908,7 +937,9 @@ fn copies_seen_at_read_completions(first_read_alone: bool) -> Vec<u64> {
         ptr: dev,
         device: 0,
     };
-    assert_eq!(e.read(&file, mem, 2 * chunk, 0).unwrap(), 2 * chunk);
+    // SAFETY: the memory named is owned by this test and outlives the call.
+    let n = unsafe { e.read(&file, mem, 2 * chunk, 0) }.unwrap();
+    assert_eq!(n, 2 * chunk);
     assert_eq!(gpu.read_device(dev, 2 * chunk), data);
     drop(e);
     // SAFETY: no I/O uses the allocation any more.

@@ -142,21 +142,41 @@ fn reads_and_writes_under_seeded_faults() {
                     let src = pattern(size, i as u8 + seed as u8);
                     let r = if device {
                         write_device(gpu.inner().as_ref(), 0, dev, &src).unwrap();
-                        e.write(
-                            &file,
-                            Memory::Device {
-                                ptr: dev,
-                                device: 0,
-                            },
-                            size,
-                            off,
-                        )
+                        // SAFETY: the memory named is owned by this test and outlives the call.
+                        unsafe {
+                            e.write(
+                                &file,
+                                Memory::Device {
+                                    ptr: dev,
+                                    device: 0,
+                                },
+                                size,
+                                off,
+                            )
+                        }
                     } else {
-                        e.write(&file, Memory::Host(src.as_ptr() as usize), size, off)
+                        // SAFETY: the memory named is owned by this test and outlives the call.
+                        unsafe { e.write(&file, Memory::Host(src.as_ptr() as usize), size, off) }
                     };
                     match r {
+                        Ok(n) if n < size => {
+                            // Failed part way: the count is what was written
+                            // from the start, as pwrite reports it.
+                            assert!(
+                                counters.lock().unwrap().hard() > before,
+                                "{what}: short write ({n}) with no hard fault injected"
+                            );
+                            let mut back = vec![0u8; n];
+                            check.read_exact_at(&mut back, off).unwrap();
+                            assert!(
+                                back == src[..n],
+                                "{what}: the file lacks the {n} bytes reported"
+                            );
+                            assert_eq!(check.metadata().unwrap().len(), len as u64, "{what}: size");
+                            check.read_exact_at(&mut mirror, 0).unwrap();
+                        }
                         Ok(n) => {
-                            assert_eq!(n, size, "{what}: short write reported as success");
+                            assert_eq!(n, size);
                             mirror[off as usize..off as usize + size].copy_from_slice(&src);
                             let mut back = vec![0u8; size];
                             check.read_exact_at(&mut back, off).unwrap();
@@ -174,17 +194,23 @@ fn reads_and_writes_under_seeded_faults() {
                 } else {
                     let mut host = vec![0u8; size];
                     let r = if device {
-                        e.read(
-                            &file,
-                            Memory::Device {
-                                ptr: dev,
-                                device: 0,
-                            },
-                            size,
-                            off,
-                        )
+                        // SAFETY: the memory named is owned by this test and outlives the call.
+                        unsafe {
+                            e.read(
+                                &file,
+                                Memory::Device {
+                                    ptr: dev,
+                                    device: 0,
+                                },
+                                size,
+                                off,
+                            )
+                        }
                     } else {
-                        e.read(&file, Memory::Host(host.as_mut_ptr() as usize), size, off)
+                        // SAFETY: the memory named is owned by this test and outlives the call.
+                        unsafe {
+                            e.read(&file, Memory::Host(host.as_mut_ptr() as usize), size, off)
+                        }
                     };
                     match r {
                         Ok(n) => {
@@ -239,40 +265,49 @@ fn failing_gpu_copies_surface_as_errors() {
     let dev = gpu.device_alloc(0, len).unwrap();
     for n in 1..4 {
         gpu.fail_next_copies(n);
-        let r = e.read(
-            &file,
-            Memory::Device {
-                ptr: dev,
-                device: 0,
-            },
-            len,
-            0,
-        );
+        // SAFETY: the memory named is owned by this test and outlives the call.
+        let r = unsafe {
+            e.read(
+                &file,
+                Memory::Device {
+                    ptr: dev,
+                    device: 0,
+                },
+                len,
+                0,
+            )
+        };
         assert!(r.is_err(), "copy failure {n} hidden: {r:?}");
         gpu.fail_next_copies(n);
-        let r = e.write(
-            &file,
-            Memory::Device {
-                ptr: dev,
-                device: 0,
-            },
-            len,
-            0,
-        );
+        // SAFETY: the memory named is owned by this test and outlives the call.
+        let r = unsafe {
+            e.write(
+                &file,
+                Memory::Device {
+                    ptr: dev,
+                    device: 0,
+                },
+                len,
+                0,
+            )
+        };
         assert!(r.is_err(), "copy failure {n} hidden on write: {r:?}");
         gpu.fail_next_copies(0);
         // The failed write may have written the chunks whose copies worked: restore.
         f.write_all_at(&data, 0).unwrap();
         assert_eq!(
-            e.read(
-                &file,
-                Memory::Device {
-                    ptr: dev,
-                    device: 0
-                },
-                len,
-                0
-            )
+            // SAFETY: the memory named is owned by this test and outlives the call.
+            unsafe {
+                e.read(
+                    &file,
+                    Memory::Device {
+                        ptr: dev,
+                        device: 0,
+                    },
+                    len,
+                    0,
+                )
+            }
             .unwrap(),
             len
         );
@@ -335,7 +370,8 @@ fn batch_entries_under_seeded_faults() {
                     }
                 })
                 .collect();
-            b.submit(&e, entries).unwrap();
+            // SAFETY: the host buffer outlives the batch, which this test reaps before freeing it.
+            unsafe { b.submit(&e, entries) }.unwrap();
             let ev = b.get_status(64, 64, None);
             assert_eq!(ev.len(), 64, "seed {seed}: every entry reported once");
             let failed = ev.iter().filter(|x| x.status == status::FAILED).count() as u64;

@@ -240,20 +240,24 @@ impl Monitor {
         };
         let (pair, gen, bytes_p, hold, ticket) = (op.pair, op.gen, op.bytes_p, op.hold, op.ticket);
         let me = self.clone();
-        op.engine.submit(
-            req,
-            Completion::Callback(Box::new(move |r| {
-                drop(hold);
-                let v = match r {
-                    Ok(n) => n as isize,
-                    // The stream convention: −1 for an I/O (system) error.
-                    Err(Error::Os(_)) => -1,
-                    Err(e) => negative_code(&e) as isize,
-                };
-                me.complete(pair, gen, bytes_p, v);
-                drop(ticket);
-            })),
-        );
+        // SAFETY: the caller's buffer stays valid until the op has executed
+        // (the stream API's contract); `hold` keeps a registration busy until then.
+        unsafe {
+            op.engine.submit(
+                req,
+                Completion::Callback(Box::new(move |r| {
+                    drop(hold);
+                    let v = match r {
+                        Ok(n) => n as isize,
+                        // The stream convention: −1 for an I/O (system) error.
+                        Err(Error::Os(_)) => -1,
+                        Err(e) => negative_code(&e) as isize,
+                    };
+                    me.complete(pair, gen, bytes_p, v);
+                    drop(ticket);
+                })),
+            )
+        };
     }
 
     fn complete(&self, pair: usize, gen: u32, bytes_p: usize, v: isize) {
@@ -327,7 +331,8 @@ unsafe fn submit_async(
     if !gpu.has_devices() {
         // No GPU runtime, so no streams: the call is synchronous (cuFile's NULL-stream rule).
         let _busy = BufferUse::new(buf.reg.clone());
-        let v = match engine.transfer(req) {
+        // SAFETY: the caller's buffer covers the request (validated by `prepare`).
+        let v = match unsafe { engine.transfer(req) } {
             Ok(n) => n as isize,
             Err(Error::Os(_)) => -1,
             Err(e) => negative_code(&e) as isize,
@@ -391,6 +396,16 @@ unsafe fn submit_async(
     Ok(())
 }
 
+/// Enqueues a read on `stream` (stream-ordered; spec §5.6); the result lands in
+/// `*bytes_read_p` when the stream reaches the operation.
+///
+/// # Safety
+///
+/// `size_p`, `file_offset_p` and `buffer_offset_p` must be NULL or point to readable
+/// values, and `bytes_read_p` NULL or writable, and all four must stay valid until the
+/// stream has executed the operation: a value whose stream flag is clear is read
+/// then, and the result is written then. The buffer must stay valid, and must not
+/// be otherwise accessed, until then.
 #[no_mangle]
 pub unsafe extern "C" fn hipFileReadAsync(
     fh: *mut c_void,
@@ -418,6 +433,16 @@ pub unsafe extern "C" fn hipFileReadAsync(
     })
 }
 
+/// Enqueues a write on `stream` (stream-ordered; spec §5.6); the result lands in
+/// `*bytes_written_p` when the stream reaches the operation.
+///
+/// # Safety
+///
+/// `size_p`, `file_offset_p` and `buffer_offset_p` must be NULL or point to readable
+/// values, and `bytes_written_p` NULL or writable, and all four must stay valid until the
+/// stream has executed the operation: a value whose stream flag is clear is read
+/// then, and the result is written then. The buffer must stay valid, and must not
+/// be otherwise accessed, until then.
 #[no_mangle]
 pub unsafe extern "C" fn hipFileWriteAsync(
     fh: *mut c_void,

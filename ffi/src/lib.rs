@@ -1,12 +1,11 @@
 //! `libhipfile`: the hipFile C ABI (include/hipfile.h) over `hipfile-engine`.
 //!
-//! A thin, total wrapper: every entry point catches panics, checks NULL and
-//! enum ranges first, and maps engine errors to the spec's return conventions
-//! in one place (`to_error`, `to_ssize`). Raw pointers are converted here only.
+//! A thin, total wrapper: every entry point runs inside one panic boundary
+//! (`errors::boundary`), checks NULL and enum ranges first, and reports engine
+//! errors through one map of the spec's return conventions (`errors.rs`).
+//! Raw pointers are converted here only.
 
 #![allow(non_snake_case)]
-// The entry points are `unsafe extern "C"` by nature; their contract is the header's.
-#![allow(clippy::missing_safety_doc)]
 
 mod asyncio;
 mod errors;
@@ -18,110 +17,27 @@ use hipfile_engine::error::{Error, OpError};
 use hipfile_engine::gpu::MemKind;
 use hipfile_engine::pipeline::{Direction, IoRequest};
 use hipfile_engine::registry::{driver, BufferUse, ResolvedBuffer};
+use hipfile_engine::stats::{self, Event};
 use hipfile_engine::{log_warn, MAX_RW_COUNT};
 use std::ffi::{c_char, c_int, c_uint, c_void};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Duration;
 use types::*;
 
 pub use errors::op_error_string;
+pub(crate) use errors::{boundary, guard, guard_ssize};
 
 const HANDLE_TYPE_OPAQUE_FD: i32 = 1;
 const BATCH_MODE: i32 = 1;
 
-/// Set in a child process after fork(): the worker threads, rings and GPU
-/// contexts did not survive the fork, so the library refuses to be used there
-/// (cuFile's rule) instead of deadlocking on state owned by absent threads.
-static FORKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-static ATFORK: std::sync::Once = std::sync::Once::new();
-
-extern "C" fn in_fork_child() {
-    FORKED.store(true, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Refuse calls in a forked child; install the fork hook on first use.
-fn fork_check(name: &str) -> Result<(), Error> {
-    if FORKED.load(std::sync::atomic::Ordering::Relaxed) {
-        // Plain write(2): the child must not take locks the parent's threads held.
-        let msg = format!("hipfile: ERROR: {name} called in a child after fork(); hipFile state does not survive fork (open files in the child after exec, or before initialising)\n");
-        // SAFETY: writing a byte buffer to stderr.
-        unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
-        return Err(OpError::InternalError.into());
-    }
-    ATFORK.call_once(|| {
-        // SAFETY: registering a plain extern "C" function as the child handler.
-        unsafe { libc::pthread_atfork(None, None, Some(in_fork_child)) };
-    });
-    Ok(())
-}
-
-/// Run `f`, turning a panic into `{5030}` (a panic never crosses the C ABI).
-fn guard(name: &str, f: impl FnOnce() -> Result<(), Error>) -> HipFileError {
-    if let Err(e) = fork_check(name) {
-        return to_error(&e);
-    }
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(())) => HipFileError::SUCCESS,
-        Ok(Err(e)) => to_error(&e),
-        Err(_) => {
-            log_warn!("{name}: internal panic caught; returning hipFileInternalError");
-            HipFileError::op(OpError::InternalError.code())
-        }
-    }
-}
-
-/// Engine error → `hipFileError_t` (spec §5.2).
-pub fn to_error(e: &Error) -> HipFileError {
-    use hipfile_engine::gpu::GpuError;
-    match e {
-        Error::Op(op) => HipFileError::op(op.code()),
-        Error::Gpu(GpuError::Driver { code, .. }) => HipFileError {
-            err: OpError::HipDriverError.code(),
-            hip_drv_err: *code,
-        },
-        Error::Gpu(GpuError::InvalidValue(_)) => HipFileError::op(OpError::InvalidValue.code()),
-        Error::Gpu(GpuError::NotPresent(_)) => HipFileError::op(OpError::DeviceNotFound.code()),
-        Error::Os(errno) => {
-            log_warn!("system error {errno} reported as hipFileInternalError");
-            HipFileError::op(OpError::InternalError.code())
-        }
-    }
-}
-
-/// Engine result → `ssize_t` (spec §5.2): bytes; −1 with errno; −hipFileOpError;
-/// −hipError for GPU runtime failures (except invalid value, which is −5022).
-fn to_ssize(r: Result<usize, Error>) -> isize {
-    use hipfile_engine::gpu::GpuError;
-    match r {
-        Ok(n) => n as isize,
-        Err(Error::Os(errno)) => {
-            // SAFETY: errno is thread-local; writing it is what a libc function does.
-            unsafe { *libc::__errno_location() = errno };
-            -1
-        }
-        Err(Error::Op(op)) => -(op.code() as isize),
-        Err(Error::Gpu(GpuError::Driver { code, .. })) if code != 1 => -(code as isize),
-        Err(Error::Gpu(GpuError::NotPresent(_))) => -(OpError::DeviceNotFound.code() as isize),
-        Err(Error::Gpu(_)) => -(OpError::InvalidValue.code() as isize),
-    }
-}
-
-fn guard_ssize(name: &str, f: impl FnOnce() -> Result<usize, Error>) -> isize {
-    if let Err(e) = fork_check(name) {
-        return to_ssize(Err(e));
-    }
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(r) => to_ssize(r),
-        Err(_) => {
-            log_warn!("{name}: internal panic caught; returning -hipFileInternalError");
-            -(OpError::InternalError.code() as isize)
-        }
-    }
-}
-
 fn inval() -> Error {
     Error::Op(OpError::InvalidValue)
+}
+
+/// Count `r` in the process statistics as `ok` or `err`, and pass it on.
+fn counted<T>(r: Result<T, Error>, ok: Event, err: Event) -> Result<T, Error> {
+    stats::event(if r.is_ok() { ok } else { err });
+    r
 }
 
 // ---------------------------------------------------------------------------
@@ -135,6 +51,58 @@ pub extern "C" fn hipFileGetOpErrorString(status: c_int) -> *const c_char {
 // ---------------------------------------------------------------------------
 // 2–3. File handles
 
+/// Registers `fd`. A descriptor that is not open (the −1 of a failed `open()`, or
+/// one already closed) fails the probe with 5030, as upstream's does (spec §5.3
+/// step 3, HDL-05); the log line then says what was wrong with it. The check
+/// costs nothing on success: −1 is screened without a system call, any other
+/// descriptor only after the probe failed.
+fn register_descriptor(fd: c_int) -> Result<usize, Error> {
+    if fd < 0 {
+        log_warn!("{}", bad_descriptor_message(fd, libc::EBADF));
+        return Err(OpError::InternalError.into());
+    }
+    let r = driver().register_handle(fd);
+    if r == Err(OpError::InternalError.into()) {
+        if let Some(errno) = closed_descriptor_errno(fd) {
+            log_warn!("{}", bad_descriptor_message(fd, errno));
+        }
+    }
+    r
+}
+
+/// The errno that says `fd` is not an open descriptor, or None when it is open.
+fn closed_descriptor_errno(fd: c_int) -> Option<c_int> {
+    // SAFETY: F_GETFD only reads the descriptor's flags; any int may be passed.
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0 {
+        return None;
+    }
+    Some(
+        std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EBADF),
+    )
+}
+
+fn bad_descriptor_message(fd: c_int, errno: c_int) -> String {
+    let why = std::io::Error::from_raw_os_error(errno);
+    let hint = if fd < 0 {
+        "a failed open() returns -1: check its result before registering"
+    } else {
+        "it was never opened or is already closed"
+    };
+    format!(
+        "hipFileHandleRegister: fd {fd} is not an open file descriptor ({why}); {hint}; \
+         returning hipFileInternalError (5030)"
+    )
+}
+
+/// Registers an open file descriptor (`hipFileDescr_t` of type OpaqueFD) and
+/// stores the new handle in `*fh`.
+///
+/// # Safety
+///
+/// `fh` must be NULL or valid for writing a handle; `descr` must be NULL or point
+/// to a readable `hipFileDescr_t`.
 #[no_mangle]
 pub unsafe extern "C" fn hipFileHandleRegister(
     fh: *mut *mut c_void,
@@ -151,7 +119,11 @@ pub unsafe extern "C" fn hipFileHandleRegister(
         }
         // SAFETY: as above; for OpaqueFD the union holds an int.
         let fd = unsafe { (*descr).handle.fd };
-        let h = driver().register_handle(fd)?;
+        let h = counted(
+            register_descriptor(fd),
+            Event::HandleRegister,
+            Event::HandleRegisterError,
+        )?;
         // SAFETY: fh is non-NULL and points to caller storage for a handle.
         unsafe { *fh = h as *mut c_void };
         Ok(())
@@ -160,14 +132,12 @@ pub unsafe extern "C" fn hipFileHandleRegister(
 
 #[no_mangle]
 pub extern "C" fn hipFileHandleDeregister(fh: *mut c_void) {
-    if fork_check("hipFileHandleDeregister").is_err() {
-        return;
-    }
-    let _ = catch_unwind(|| {
+    boundary("hipFileHandleDeregister", || {
         if !fh.is_null() {
             driver().deregister_handle(fh as usize);
+            stats::event(Event::HandleDeregister);
         }
-    });
+    })
 }
 
 // ---------------------------------------------------------------------------
@@ -180,7 +150,17 @@ pub extern "C" fn hipFileBufRegister(
     flags: c_int,
 ) -> HipFileError {
     guard("hipFileBufRegister", || {
-        driver().register_buffer(buffer_base as u64, length as u64, flags)
+        let r = driver().register_buffer(buffer_base as u64, length as u64, flags);
+        if r == Err(OpError::MemoryAlreadyRegistered.into()) {
+            log_warn!(
+                "hipFileBufRegister: a buffer at {buffer_base:p} is already registered; \
+                 deregister it before registering it again (hipFileMemoryAlreadyRegistered, 5023)"
+            );
+        }
+        if r.is_ok() {
+            stats::event_add(Event::BufRegisterBytes, length as u64);
+        }
+        counted(r, Event::BufRegister, Event::BufRegisterError)
     })
 }
 
@@ -194,7 +174,14 @@ pub extern "C" fn hipFileBufDeregister(buffer_base: *const c_void) -> HipFileErr
         if buffer_base.is_null() {
             return Err(inval());
         }
-        d.deregister_buffer(buffer_base as u64)
+        let r = d.deregister_buffer(buffer_base as u64);
+        if r == Err(OpError::MemoryNotRegistered.into()) {
+            log_warn!(
+                "hipFileBufDeregister: {buffer_base:p} is not the base address of a registered \
+                 buffer (hipFileMemoryNotRegistered, 5024)"
+            );
+        }
+        counted(r, Event::BufDeregister, Event::BufDeregisterError)
     })
 }
 
@@ -265,12 +252,20 @@ fn sync_io(
             // Upstream (and cuFile, as observed): −1 with EINVAL while closed.
             return Err(Error::Os(libc::EINVAL));
         };
-        let (req, buf) = prepare(fh, buffer_base, size, file_offset, buffer_offset, dir)?;
+        let (req, buf) = prepare(fh, buffer_base, size, file_offset, buffer_offset, dir)
+            .inspect_err(|_| {
+                stats::event(match dir {
+                    Direction::Read => Event::ReadRejected,
+                    Direction::Write => Event::WriteRejected,
+                })
+            })?;
         if req.size == 0 {
             return Ok(0);
         }
         let _busy = BufferUse::new(buf.reg.clone());
-        let r = engine.transfer(req);
+        // SAFETY: the caller's buffer covers the request (the C contract;
+        // registered and device ranges were checked by `prepare`).
+        let r = unsafe { engine.transfer(req) };
         if r == Err(Error::Os(libc::EFAULT)) && !engine.gpu().has_devices() {
             log_warn!(
                 "{name}: the buffer is not accessible host memory; if it is device memory, \
@@ -324,20 +319,29 @@ pub extern "C" fn hipFileWrite(
 
 #[no_mangle]
 pub extern "C" fn hipFileDriverOpen() -> HipFileError {
-    guard("hipFileDriverOpen", || driver().open())
+    guard("hipFileDriverOpen", || {
+        let r = driver().open();
+        if r.is_ok() {
+            stats::event(Event::DriverOpen);
+        }
+        r
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn hipFileDriverClose() -> HipFileError {
-    guard("hipFileDriverClose", || driver().close())
+    guard("hipFileDriverClose", || {
+        let r = driver().close();
+        if r.is_ok() {
+            stats::event(Event::DriverClose);
+        }
+        r
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn hipFileUseCount() -> i64 {
-    if fork_check("hipFileUseCount").is_err() {
-        return -1;
-    }
-    catch_unwind(|| driver().use_count()).unwrap_or(-1)
+    boundary("hipFileUseCount", || driver().use_count())
 }
 
 // ---------------------------------------------------------------------------
@@ -348,15 +352,27 @@ pub use params::*;
 // ---------------------------------------------------------------------------
 // 16–20. Batch I/O
 
-fn batch_of(h: *mut c_void) -> Result<Arc<Batch>, Error> {
-    driver()
-        .read()
-        .batches
-        .get(&(h as usize))
-        .cloned()
-        .ok_or_else(inval)
+/// The batch behind a handle. Any other value, NULL included, gives 5022
+/// whether the driver is open or not, as upstream's batch implementation does
+/// (libcufile answers 5030 before the driver is open, and success for
+/// `Cancel(NULL)`; the README's notes on the spec say why we follow upstream).
+fn batch_of(name: &str, h: *mut c_void) -> Result<Arc<Batch>, Error> {
+    let b = driver().read().batches.get(&(h as usize)).cloned();
+    b.ok_or_else(|| {
+        log_warn!(
+            "{name}: {h:p} is not a batch handle from hipFileBatchIOSetUp, or it was \
+             destroyed (hipFileBatchIODestroy, or the final hipFileDriverClose)"
+        );
+        inval()
+    })
 }
 
+/// Creates a batch context for up to `max_nr` outstanding entries and stores its
+/// handle in `*batch_idp`.
+///
+/// # Safety
+///
+/// `batch_idp` must be NULL or valid for writing a handle.
 #[no_mangle]
 pub unsafe extern "C" fn hipFileBatchIOSetUp(
     batch_idp: *mut *mut c_void,
@@ -372,14 +388,23 @@ pub unsafe extern "C" fn hipFileBatchIOSetUp(
             return Err(inval());
         }
         let b = Batch::new(max_nr as usize);
-        let h = Arc::as_ptr(&b) as usize;
+        let h = hipfile_engine::registry::new_handle();
         d.write().batches.insert(h, b);
+        stats::event(Event::BatchSetup);
         // SAFETY: batch_idp is non-NULL caller storage for a handle.
         unsafe { *batch_idp = h as *mut c_void };
         Ok(())
     })
 }
 
+/// Submits `nr` entries; all are validated before any starts.
+///
+/// # Safety
+///
+/// `iocbp` must be NULL or point to `nr` readable `hipFileIOParams_t`. Each entry's
+/// buffer must stay valid, and must not be otherwise accessed, until the entry's
+/// event has been returned by `hipFileBatchIOGetStatus` or the batch is canceled
+/// or destroyed.
 #[no_mangle]
 pub unsafe extern "C" fn hipFileBatchIOSubmit(
     batch_idp: *mut c_void,
@@ -388,7 +413,7 @@ pub unsafe extern "C" fn hipFileBatchIOSubmit(
     _flags: c_uint,
 ) -> HipFileError {
     guard("hipFileBatchIOSubmit", || {
-        let b = batch_of(batch_idp)?;
+        let b = batch_of("hipFileBatchIOSubmit", batch_idp)?;
         if nr == 0 {
             return Ok(());
         }
@@ -427,10 +452,26 @@ pub unsafe extern "C" fn hipFileBatchIOSubmit(
                 hold: Some(Box::new(BufferUse::new(buf.reg))),
             });
         }
-        b.submit(&engine, entries)
+        counted(
+            stats::with_api(stats::Api::Batch, || {
+                // SAFETY: each entry's buffer stays valid until its event is reaped
+                // (the C contract); `hold` keeps a registration busy until then.
+                unsafe { b.submit(&engine, entries) }
+            }),
+            Event::BatchSubmit,
+            Event::BatchSubmitError,
+        )
     })
 }
 
+/// Waits for at least `min_nr` finished entries (bounded by `timeout`) and copies
+/// up to `*nr` events to `iocbp`, setting `*nr` to their number.
+///
+/// # Safety
+///
+/// `nr` must be NULL or valid for reading and writing; `iocbp` must be NULL or
+/// valid for writing `*nr` events; `timeout` must be NULL or point to a readable
+/// `timespec`.
 #[no_mangle]
 pub unsafe extern "C" fn hipFileBatchIOGetStatus(
     batch_idp: *mut c_void,
@@ -440,7 +481,7 @@ pub unsafe extern "C" fn hipFileBatchIOGetStatus(
     timeout: *mut libc::timespec,
 ) -> HipFileError {
     guard("hipFileBatchIOGetStatus", || {
-        let b = batch_of(batch_idp)?;
+        let b = batch_of("hipFileBatchIOGetStatus", batch_idp)?;
         if nr.is_null() {
             return Err(inval());
         }
@@ -482,17 +523,15 @@ pub unsafe extern "C" fn hipFileBatchIOGetStatus(
 #[no_mangle]
 pub extern "C" fn hipFileBatchIOCancel(batch_idp: *mut c_void) -> HipFileError {
     guard("hipFileBatchIOCancel", || {
-        batch_of(batch_idp)?.cancel();
+        batch_of("hipFileBatchIOCancel", batch_idp)?.cancel();
+        stats::event(Event::BatchCancel);
         Ok(())
     })
 }
 
 #[no_mangle]
 pub extern "C" fn hipFileBatchIODestroy(batch_idp: *mut c_void) {
-    if fork_check("hipFileBatchIODestroy").is_err() {
-        return;
-    }
-    let _ = catch_unwind(|| {
+    boundary("hipFileBatchIODestroy", || {
         if batch_idp.is_null() {
             return;
         }
@@ -500,8 +539,9 @@ pub extern "C" fn hipFileBatchIODestroy(batch_idp: *mut c_void) {
         if let Some(b) = b {
             // Wait for running entries: their buffers are in use by the kernel.
             b.cancel();
+            stats::event(Event::BatchDestroy);
         }
-    });
+    })
 }
 
 /// Re-exported so tests can name statuses.
@@ -515,6 +555,11 @@ pub use asyncio::*;
 // ---------------------------------------------------------------------------
 // 25. Version
 
+/// Stores the library version in each non-NULL argument.
+///
+/// # Safety
+///
+/// Each pointer must be NULL or valid for writing an `unsigned`.
 #[no_mangle]
 pub unsafe extern "C" fn hipFileGetVersion(
     major: *mut c_uint,
@@ -537,4 +582,41 @@ pub unsafe extern "C" fn hipFileGetVersion(
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minus_one_descriptor_is_5030_and_the_message_blames_the_open() {
+        assert_eq!(register_descriptor(-1), Err(OpError::InternalError.into()));
+        let m = bad_descriptor_message(-1, libc::EBADF);
+        assert!(m.contains("fd -1 is not an open file descriptor"), "{m}");
+        assert!(m.contains("os error 9"), "{m}");
+        assert!(m.contains("a failed open() returns -1"), "{m}");
+    }
+
+    #[test]
+    fn unopened_descriptor_is_recognised_and_named() {
+        // Far above any descriptor this process has open (a closed one could be
+        // reused by a test running alongside).
+        let fd = 987_654;
+        assert_eq!(closed_descriptor_errno(fd), Some(libc::EBADF));
+        let m = bad_descriptor_message(fd, libc::EBADF);
+        assert!(
+            m.contains("fd 987654 is not an open file descriptor"),
+            "{m}"
+        );
+        assert!(m.contains("never opened or is already closed"), "{m}");
+    }
+
+    #[test]
+    fn open_descriptor_is_not_called_closed() {
+        let f = std::fs::File::open("/proc/self/status").unwrap();
+        assert_eq!(
+            closed_descriptor_errno(std::os::fd::AsRawFd::as_raw_fd(&f)),
+            None
+        );
+    }
 }

@@ -29,6 +29,12 @@ fn index(param: c_int, count: usize) -> Result<usize, Error> {
         .ok_or_else(inval)
 }
 
+/// Stores the driver's properties (live values while open, staged ones while
+/// closed) in `*props`.
+///
+/// # Safety
+///
+/// `props` must be NULL or valid for writing a `hipFileDriverProps_t`.
 #[no_mangle]
 pub unsafe extern "C" fn hipFileDriverGetProperties(
     props: *mut HipFileDriverProps,
@@ -119,6 +125,11 @@ pub extern "C" fn hipFileDriverSetMaxPinnedMemSize(max_pinned_size: usize) -> Hi
     })
 }
 
+/// Stores the value of a `size_t` parameter in `*value`.
+///
+/// # Safety
+///
+/// `value` must be NULL or valid for writing a `size_t`.
 #[no_mangle]
 pub unsafe extern "C" fn hipFileGetParameterSizeT(param: c_int, value: *mut usize) -> HipFileError {
     guard("hipFileGetParameterSizeT", || {
@@ -133,6 +144,11 @@ pub unsafe extern "C" fn hipFileGetParameterSizeT(param: c_int, value: *mut usiz
     })
 }
 
+/// Stores the value of a `bool` parameter in `*value`.
+///
+/// # Safety
+///
+/// `value` must be NULL or valid for writing a `bool`.
 #[no_mangle]
 pub unsafe extern "C" fn hipFileGetParameterBool(param: c_int, value: *mut bool) -> HipFileError {
     guard("hipFileGetParameterBool", || {
@@ -147,6 +163,12 @@ pub unsafe extern "C" fn hipFileGetParameterBool(param: c_int, value: *mut bool)
     })
 }
 
+/// Copies a string parameter, NUL-terminated, into `desc_str` (5022 when `len`
+/// bytes cannot hold it).
+///
+/// # Safety
+///
+/// `desc_str` must be NULL or valid for writing `len` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn hipFileGetParameterString(
     param: c_int,
@@ -179,6 +201,10 @@ pub extern "C" fn hipFileSetParameterSizeT(param: c_int, value: usize) -> HipFil
         if i == param::PROPERTIES_IO_BATCHSIZE && (value == 0 || value > 1024) {
             return Err(inval());
         }
+        if i == param::PROFILE_STATS {
+            // Takes effect now, over HIPFILE_STATS_LEVEL and the file.
+            hipfile_engine::stats::set_level(value.min(3) as u32);
+        }
         driver().write().params.size_t[i] = value as u64;
         Ok(())
     })
@@ -194,6 +220,11 @@ pub extern "C" fn hipFileSetParameterBool(param: c_int, value: bool) -> HipFileE
     })
 }
 
+/// Stages a string parameter while the driver is closed (5026 while open).
+///
+/// # Safety
+///
+/// `desc_str` must be NULL or point to a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn hipFileSetParameterString(
     param: c_int,
@@ -209,11 +240,16 @@ pub unsafe extern "C" fn hipFileSetParameterString(
         let s = unsafe { CStr::from_ptr(desc_str) }
             .to_str()
             .map_err(|_| inval())?;
-        if i == param::S_LOGGING_LEVEL {
-            match hipfile_engine::log::parse_level(s) {
+        match i {
+            param::S_LOGGING_LEVEL => match hipfile_engine::log::parse_level(s) {
                 Some(l) => hipfile_engine::log::set_max_level(l),
                 None => return Err(inval()),
-            }
+            },
+            // The default logger writes there from now on (an empty string
+            // goes back to the environment's or the file's choice).
+            param::S_ENV_LOGFILE_PATH => hipfile_engine::log::set_file(Some(s)),
+            param::S_LOG_DIR => hipfile_engine::log::set_dir(Some(s)),
+            _ => {}
         }
         driver().write().params.strings[i] = s.to_string();
         Ok(())

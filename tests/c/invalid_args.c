@@ -42,7 +42,7 @@
  *     (the refcount test comes first, spec 5.4).
  *  5. hipFileHandleDeregister does not change the use count.
  *  6. BatchIOGetStatus and BatchIOCancel on an unknown batch handle give 5022,
- *     like BatchIOSubmit (BAT-03).
+ *     like BatchIOSubmit (BAT-03), also before the driver is open and for NULL.
  *  7. Items the spec marks "(inferred)": out-of-range parameter enums and NULL
  *     value pointers give 5022; GetParameterString with len too small for the
  *     string plus its NUL, or len <= 0, gives 5022; DriverSet* while the driver
@@ -432,6 +432,23 @@ static void test_count_zero(void)
         CHECK_COUNT(0);
     }
 
+    /* Before the driver is open no batch exists, so every handle is unknown: 5022, as
+     * upstream's batch implementation answers (libcufile: 5030, and success for
+     * Cancel(NULL); README, notes on the spec). The count stays 0. */
+    section("BAT-03/07 at count 0");
+    {
+        hipFileIOEvents_t ev;
+        unsigned          nr   = 1;
+        struct timespec   zero = {0, 0};
+        CHECK_ERR(hipFileBatchIOGetStatus(NULL, 0, NULL, NULL, NULL), hipFileInvalidValue);
+        CHECK_ERR(hipFileBatchIOGetStatus(NULL, 0, &nr, &ev, &zero), hipFileInvalidValue);
+        CHECK_ERR(hipFileBatchIOGetStatus((hipFileBatchHandle_t)g_unknown_handle, 0, &nr, &ev, &zero),
+                  hipFileInvalidValue);
+        CHECK_ERR(hipFileBatchIOCancel(NULL), hipFileInvalidValue);
+        CHECK_ERR(hipFileBatchIOCancel((hipFileBatchHandle_t)g_unknown_handle), hipFileInvalidValue);
+        CHECK_COUNT(0);
+    }
+
     section("INIT-01");
     CHECK_ERR(hipFileDriverOpen(), hipFileSuccess);
     CHECK_COUNT(1);
@@ -549,6 +566,10 @@ static void test_config(void)
                   (int)snap_bool[bl[i].p], (int)bl[i].v);
         CHECK(strcmp(snap_str[hipFileParamLoggingLevel], "ERROR") == 0, "LoggingLevel default \"%s\"",
               snap_str[hipFileParamLoggingLevel]);
+        /* Empty, as libcufile reports them: no log file, the current directory. */
+        CHECK(strcmp(snap_str[hipFileParamEnvLogfilePath], "") == 0, "EnvLogfilePath default \"%s\"",
+              snap_str[hipFileParamEnvLogfilePath]);
+        CHECK(strcmp(snap_str[hipFileParamLogDir], "") == 0, "LogDir default \"%s\"", snap_str[hipFileParamLogDir]);
     }
 
     section("CFG-07 / invalid parameters (closed)");

@@ -1,8 +1,9 @@
 /* Lifecycle and concurrency from C: many threads registering and deregistering
  * files and buffers, doing I/O and opening/closing the driver at random for a
  * bounded time; deregistering while I/O is in flight; fork() after
- * initialisation (the child gets an error, never a deadlock); exit with work
- * in flight. Usage: lifecycle DIR [seconds] */
+ * initialisation (the child starts from a closed driver, never a deadlock;
+ * fork.c covers fork in depth); exit with work in flight.
+ * Usage: lifecycle DIR [seconds] */
 #define _GNU_SOURCE
 #include "hipfile.h"
 #include <errno.h>
@@ -136,7 +137,8 @@ int main(int argc, char **argv) {
     }
     hipFileHandleDeregister(h);
 
-    /* 3. fork after initialisation: the child gets errors, not a deadlock */
+    /* 3. fork after initialisation: the child starts from a closed driver
+     * (the parent's handle is unknown there), not a deadlock */
     CHECK(hipFileHandleRegister(&h, &d).err == 0, "register for fork");
     pid_t pid = fork();
     if (pid == 0) {
@@ -144,7 +146,7 @@ int main(int argc, char **argv) {
         ssize_t r = hipFileRead(h, b, sizeof b, 0, 0);
         hipFileError_t e = hipFileDriverOpen();
         int64_t n = hipFileUseCount();
-        if (!(r < 0 && e.err != 0 && n == -1)) {
+        if (!(r == -1 && e.err == 0 && n == 1)) {
             fprintf(stderr, "child: read %zd, open %d, count %lld\n", r, e.err, (long long)n);
             _exit(1);
         }

@@ -1,0 +1,367 @@
+#!/usr/bin/env python3
+"""Loader shapes into GPU memory, in one run: hipfile from Python, KvikIO,
+and hipfile driven from C (ctypes over libhipfile.so: the same C calls a C
+loader makes), hot and cold.
+
+Shapes:
+  small   8192 files x 256 KiB, read in batches of --batch files
+  mid     512 files x 4 MiB, in batches of --batch files
+  seq16   one 4.29 GB (4 GiB) file, sequential 16 MiB requests
+  seq256  the same file, sequential 256 MiB requests
+
+Per batch of files, each side opens every file, reads all of them into one
+device buffer with every read in flight (hipfile: hipfile.read_batch; C:
+hipFileHandleRegister + hipFileBatchIOSubmit/GetStatus; KvikIO: CuFile +
+pread futures), then closes them: what a loader does per batch. Sequential
+shapes issue one blocking request at a time (hipfile File.read, C
+hipFileRead, KvikIO pread(...).get()).
+
+KvikIO runs with 16 threads and 4 MiB tasks (KVIKIO_NTHREADS,
+KVIKIO_TASK_SIZE, set before it is imported). Cold: the page cache is dropped
+(sync; echo 3 > /proc/sys/vm/drop_caches, root) before every measurement;
+without --drop-caches only hot rows are measured. Hot: the data is read once
+first. Each cell is the median of --repeat runs.
+
+Writes a table (GB/s, hipfile/KvikIO and Python/C ratios) to stdout and, with
+$OUT set, loader_shapes.md and loader_shapes.json under $OUT.
+
+  python3 python/bench/loader_shapes.py --dir /tmp/shapes --drop-caches \
+      --c-lib .carry/libhipfile.so
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("KVIKIO_NTHREADS", "16")
+os.environ.setdefault("KVIKIO_TASK_SIZE", str(4 << 20))
+
+import numpy as np  # noqa: E402
+
+import hipfile  # noqa: E402
+
+MiB = 1 << 20
+SHAPES = {
+    "small": dict(files=8192, size=256 << 10),
+    "mid": dict(files=512, size=4 * MiB),
+    "seq16": dict(files=1, size=4 << 30, request=16 * MiB),
+    "seq256": dict(files=1, size=4 << 30, request=256 * MiB),
+}
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def make_files(root, shape):
+    spec = SHAPES[shape]
+    sub = os.path.join(root, f"{spec['files']}x{spec['size']}")
+    os.makedirs(sub, exist_ok=True)
+    block = (np.arange(min(spec["size"], 64 * MiB), dtype=np.uint32) * 2654435761 >> 7).astype(np.uint8)
+    paths = []
+    for i in range(spec["files"]):
+        p = os.path.join(sub, f"f{i:05d}.bin")
+        if not (os.path.exists(p) and os.path.getsize(p) == spec["size"]):
+            with open(p, "wb") as f:
+                left = spec["size"]
+                while left:
+                    n = min(left, len(block))
+                    f.write(block[:n].tobytes())
+                    left -= n
+        paths.append(p)
+    return paths
+
+
+def drop_caches():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+class DeviceBuffer:
+    """One device allocation (PyTorch, else CuPy) with a raw pointer."""
+
+    def __init__(self, nbytes):
+        try:
+            import torch
+
+            self.array = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+            self.ptr = self.array.data_ptr()
+            self.sync = torch.cuda.synchronize
+        except ImportError:
+            import cupy
+
+            self.array = cupy.empty(nbytes, dtype=cupy.uint8)
+            self.ptr = self.array.data.ptr
+            self.sync = cupy.cuda.runtime.deviceSynchronize
+        self.nbytes = nbytes
+
+    def view(self, off, n):
+        return self.array[off : off + n]
+
+
+# -- hipfile from Python ------------------------------------------------------
+
+
+def py_files(paths, size, batch, dev):
+    for b in range(0, len(paths), batch):
+        group = paths[b : b + batch]
+        files = [hipfile.open(p) for p in group]
+        items = [(f, 0, size, dev.array, k * size) for k, f in enumerate(files)]
+        counts = hipfile.read_batch(items)
+        assert counts == [size] * len(group)
+        for f in files:
+            f.close()
+
+
+def py_seq(path, size, request, dev):
+    with hipfile.open(path) as f:
+        for off in range(0, size, request):
+            n = f.read(dev.array, size=min(request, size - off), file_offset=off)
+            assert n == min(request, size - off)
+
+
+# -- KvikIO ------------------------------------------------------------------
+
+
+def kvikio_module():
+    import kvikio
+
+    try:
+        kvikio.defaults.set({"num_threads": 16, "task_size": 4 * MiB})
+    except Exception:
+        pass
+    return kvikio
+
+
+def kv_files(kvikio, paths, size, batch, dev):
+    for b in range(0, len(paths), batch):
+        group = paths[b : b + batch]
+        files = [kvikio.CuFile(p, "r") for p in group]
+        futs = [f.pread(dev.view(k * size, size), size, 0) for k, f in enumerate(files)]
+        for fu in futs:
+            assert fu.get() == size
+        for f in files:
+            f.close()
+
+
+def kv_seq(kvikio, path, size, request, dev):
+    f = kvikio.CuFile(path, "r")
+    for off in range(0, size, request):
+        n = min(request, size - off)
+        assert f.pread(dev.view(0, n), n, off).get() == n
+    f.close()
+
+
+# -- hipfile from C (ctypes) -------------------------------------------------
+
+
+class Descr(ctypes.Structure):
+    # hipFileDescr_t: type @0, the handle union @8, fs_ops @16 (24 bytes).
+    _fields_ = [
+        ("type", ctypes.c_int),
+        ("_pad0", ctypes.c_int),
+        ("fd", ctypes.c_int),
+        ("_pad1", ctypes.c_int),
+        ("fs_ops", ctypes.c_void_p),
+    ]
+
+
+class Err(ctypes.Structure):
+    _fields_ = [("err", ctypes.c_int), ("hip_drv_err", ctypes.c_int)]
+
+
+class IoParams(ctypes.Structure):
+    _fields_ = [
+        ("mode", ctypes.c_int),
+        ("dev_ptr_base", ctypes.c_void_p),
+        ("file_offset", ctypes.c_int64),
+        ("dev_ptr_offset", ctypes.c_int64),
+        ("size", ctypes.c_size_t),
+        ("fh", ctypes.c_void_p),
+        ("opcode", ctypes.c_int),
+        ("cookie", ctypes.c_void_p),
+    ]
+
+
+class IoEvents(ctypes.Structure):
+    _fields_ = [("cookie", ctypes.c_void_p), ("status", ctypes.c_uint), ("ret", ctypes.c_size_t)]
+
+
+class CLib:
+    def __init__(self, path):
+        lib = ctypes.CDLL(path)
+        lib.hipFileDriverOpen.restype = Err
+        lib.hipFileHandleRegister.restype = Err
+        lib.hipFileHandleRegister.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(Descr)]
+        lib.hipFileHandleDeregister.argtypes = [ctypes.c_void_p]
+        lib.hipFileRead.restype = ctypes.c_ssize_t
+        lib.hipFileRead.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int64, ctypes.c_int64]
+        lib.hipFileBatchIOSetUp.restype = Err
+        lib.hipFileBatchIOSetUp.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint]
+        lib.hipFileBatchIOSubmit.restype = Err
+        lib.hipFileBatchIOSubmit.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.POINTER(IoParams), ctypes.c_uint]
+        lib.hipFileBatchIOGetStatus.restype = Err
+        lib.hipFileBatchIOGetStatus.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_uint,
+            ctypes.POINTER(ctypes.c_uint),
+            ctypes.POINTER(IoEvents),
+            ctypes.c_void_p,
+        ]
+        lib.hipFileBatchIODestroy.argtypes = [ctypes.c_void_p]
+        assert lib.hipFileDriverOpen().err == 0
+        self.lib = lib
+
+    def register(self, fd):
+        d = Descr(type=1, fd=fd)
+        h = ctypes.c_void_p()
+        e = self.lib.hipFileHandleRegister(ctypes.byref(h), ctypes.byref(d))
+        assert e.err == 0, e.err
+        return h
+
+    def files(self, paths, size, batch, dev):
+        lib = self.lib
+        bh = ctypes.c_void_p()
+        assert lib.hipFileBatchIOSetUp(ctypes.byref(bh), batch).err == 0
+        params = (IoParams * batch)()
+        events = (IoEvents * batch)()
+        for b in range(0, len(paths), batch):
+            group = paths[b : b + batch]
+            fds = [os.open(p, os.O_RDONLY) for p in group]
+            hs = [self.register(fd) for fd in fds]
+            for k, h in enumerate(hs):
+                params[k] = IoParams(1, dev.ptr, 0, k * size, size, h, 0, None)
+            assert lib.hipFileBatchIOSubmit(bh, len(group), params, 0).err == 0
+            done = 0
+            while done < len(group):
+                nr = ctypes.c_uint(len(group) - done)
+                e = lib.hipFileBatchIOGetStatus(bh, nr.value, ctypes.byref(nr), events, None)
+                assert e.err == 0
+                for k in range(nr.value):
+                    assert events[k].ret == size, events[k].ret
+                done += nr.value
+            for h, fd in zip(hs, fds):
+                lib.hipFileHandleDeregister(h)
+                os.close(fd)
+        lib.hipFileBatchIODestroy(bh)
+
+    def seq(self, path, size, request, dev):
+        fd = os.open(path, os.O_RDONLY)
+        h = self.register(fd)
+        for off in range(0, size, request):
+            n = min(request, size - off)
+            assert self.lib.hipFileRead(h, dev.ptr, n, off, 0) == n
+        self.lib.hipFileHandleDeregister(h)
+        os.close(fd)
+
+
+# -----------------------------------------------------------------------------
+
+
+def measure(fn, nbytes, cold, repeat, dev):
+    rates = []
+    if not cold:
+        fn()  # warm the page cache
+    for _ in range(repeat):
+        if cold:
+            drop_caches()
+        dev.sync()
+        t0 = time.perf_counter()
+        fn()
+        dev.sync()
+        rates.append(nbytes / (time.perf_counter() - t0) / 1e9)
+    return statistics.median(rates), rates
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dir", default=os.environ.get("HIPFILE_BENCH_DIR", "/tmp/hipfile-shapes"))
+    ap.add_argument("--shapes", default="small,mid,seq16,seq256")
+    ap.add_argument("--batch", type=int, default=64, help="files per batch for small and mid")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--drop-caches", action="store_true", help="also measure cold (root)")
+    ap.add_argument("--c-lib", default=None, help="libhipfile.so for the C side (default: .carry/ or target/release/)")
+    ap.add_argument("--no-kvikio", action="store_true")
+    ap.add_argument("--no-c", action="store_true")
+    args = ap.parse_args()
+
+    kvikio = None if args.no_kvikio else kvikio_module()
+    clib = None
+    if not args.no_c:
+        path = args.c_lib
+        if path is None:
+            for cand in (".carry/libhipfile.so", "target/release/libhipfile.so"):
+                if os.path.exists(cand):
+                    path = cand
+                    break
+        if path is None:
+            sys.exit("no libhipfile.so for the C side: pass --c-lib or --no-c")
+        clib = CLib(os.path.abspath(path))
+
+    modes = ["hot"] + (["cold"] if args.drop_caches else [])
+    rows = []
+    for shape in args.shapes.split(","):
+        spec = SHAPES[shape]
+        log(f"preparing {shape}")
+        paths = make_files(args.dir, shape)
+        size = spec["size"]
+        nbytes = size * len(paths)
+        if "request" in spec:
+            req = spec["request"]
+            dev = DeviceBuffer(req)
+            sides = {
+                "python": lambda: py_seq(paths[0], size, req, dev),
+                "kvikio": kvikio and (lambda: kv_seq(kvikio, paths[0], size, req, dev)),
+                "c": clib and (lambda: clib.seq(paths[0], size, req, dev)),
+            }
+        else:
+            batch = min(args.batch, len(paths))
+            dev = DeviceBuffer(batch * size)
+            sides = {
+                "python": lambda: py_files(paths, size, batch, dev),
+                "kvikio": kvikio and (lambda: kv_files(kvikio, paths, size, batch, dev)),
+                "c": clib and (lambda: clib.files(paths, size, batch, dev)),
+            }
+        for mode in modes:
+            row = {"shape": shape, "mode": mode}
+            for side, fn in sides.items():
+                if fn:
+                    med, all_ = measure(fn, nbytes, mode == "cold", args.repeat, dev)
+                    row[side] = med
+                    row[side + "_runs"] = all_
+                    log(f"{shape} {mode} {side}: {med:.2f} GB/s {['%.2f' % r for r in all_]}")
+            rows.append(row)
+        del dev
+
+    def cell(r, k):
+        return f"{r[k]:.2f}" if k in r else "-"
+
+    def ratio(r, a, b):
+        return f"{r[a] / r[b]:.3f}" if a in r and b in r else "-"
+
+    lines = [
+        "| shape | mode | hipfile Python GB/s | KvikIO GB/s | hipfile C GB/s | Python / KvikIO | Python / C |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['shape']} | {r['mode']} | {cell(r, 'python')} | {cell(r, 'kvikio')} | {cell(r, 'c')} "
+            f"| {ratio(r, 'python', 'kvikio')} | {ratio(r, 'python', 'c')} |"
+        )
+    table = "\n".join(lines)
+    print(table)
+    out = os.environ.get("OUT")
+    if out:
+        with open(os.path.join(out, "loader_shapes.md"), "w") as f:
+            f.write(table + "\n")
+        with open(os.path.join(out, "loader_shapes.json"), "w") as f:
+            json.dump({"batch": args.batch, "repeat": args.repeat, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
