@@ -251,9 +251,9 @@ mod tests {
 
     #[test]
     fn environment_and_reserved_words_expand() {
-        std::env::set_var("HIPFILE_BENCH_JOBFILE_TEST_SIZE", "64m");
-        assert_eq!(expand("${HIPFILE_BENCH_JOBFILE_TEST_SIZE}").unwrap(), "64m");
-        assert_eq!(expand("x${HIPFILE_BENCH_UNSET_VAR}y").unwrap(), "xy");
+        std::env::set_var("JOBFILE_TEST_SIZE_FOR_EXPANSION", "64m");
+        assert_eq!(expand("${JOBFILE_TEST_SIZE_FOR_EXPANSION}").unwrap(), "64m");
+        assert_eq!(expand("x${JOBFILE_TEST_UNSET_VAR}y").unwrap(), "xy");
         let n: u64 = expand("$ncpus").unwrap().parse().unwrap();
         assert!(n >= 1);
         let p: u64 = expand("$pagesize").unwrap().parse().unwrap();
