@@ -31,3 +31,4 @@ for errno in EPERM ENOSYS; do
     cargo test --workspace --release -- --test-threads=2 "${skips[@]}"
 done
 bash scripts/test-python.sh
+bash scripts/test-fio-compat.sh

@@ -1029,8 +1029,8 @@ impl Gpu for CudaGpu {
                         )
                     })
                 })
-                // SAFETY: `st` was created above.
                 .and_then(|()| {
+                    // SAFETY: `st` was created above.
                     check("cuStreamSynchronize", unsafe {
                         sys::cuStreamSynchronize(st)
                     })
