@@ -116,16 +116,18 @@ bench() {
 import json, sys
 path, name, build = sys.argv[1:4]
 try:
-    job = json.load(open(path))["jobs"][0]
+    jobs = json.load(open(path))["jobs"]
 except Exception as e:
     print(f"| {name} | {build} | failed: {e} |"); sys.exit(0)
-for d in ("read", "write"):
-    x = job[d]
-    if x["io_bytes"]:
-        p = x["clat_ns"]["percentile"]
-        print(f"| {name} | {build} | {d} | {x['bw_bytes']/1e9:.2f} GB/s | {x['iops']:.0f} IOPS "
-              f"| p50 {p.get('50.000000', 0)/1e3:.1f} us | p99 {p.get('99.000000', 0)/1e3:.1f} us "
-              f"| usr {job['usr_cpu']:.1f}% sys {job['sys_cpu']:.1f}% |")
+for job in jobs:
+    label = name if len(jobs) == 1 else f"{name}/{job.get('jobname', '?')}"
+    for d in ("read", "write"):
+        x = job[d]
+        if x["io_bytes"]:
+            p = x["clat_ns"]["percentile"]
+            print(f"| {label} | {build} | {d} | {x['bw_bytes']/1e9:.2f} GB/s | {x['iops']:.0f} IOPS "
+                  f"| p50 {p.get('50.000000', 0)/1e3:.1f} us | p99 {p.get('99.000000', 0)/1e3:.1f} us "
+                  f"| usr {job['usr_cpu']:.1f}% sys {job['sys_cpu']:.1f}% |")
 PY
 }
 table_head() {
@@ -190,17 +192,15 @@ if has loader; then
 fi
 
 if has compare-peers; then
-  log "loader shapes from Python against KvikIO (python/bench/loader_shapes.py)"
-  if [ -d .whl ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
-      && export PYTHONPATH=/tmp/site
-  fi
-  if [ -f python/bench/loader_shapes.py ]; then
-    HIPFILE_LIB="$C/libhipfile.so" PYTHONUNBUFFERED=1 timeout 540 python3 python/bench/loader_shapes.py \
-      --dir "$WORK/shapes" --out "$OUT" 2>&1 | tee "$OUT/loader_shapes.txt" | tail -40 >> "$OUT/summary.md"
-  else
-    echo "python/bench/loader_shapes.py not present" | tee -a "$OUT/summary.md"
-  fi
+  log "loader shapes from Python against KvikIO, and from C (python/bench/loader_shapes.py)"
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
+    "$C"/hipfile-*.whl $( [ -d .whl ] && echo .whl/*.whl ) > "$OUT/pip.txt" 2>&1
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  PYTHONUNBUFFERED=1 timeout "${PEERS_TIMEOUT:-400}" python3 python/bench/loader_shapes.py \
+    --dir "$WORK/shapes" --drop-caches --c-lib "$C/libhipfile.so" ${PEERS_ARGS:-} \
+    > "$OUT/loader_shapes.txt" 2>&1
+  echo "loader_shapes: exit $?" | tee -a "$OUT/summary.md"
+  grep -E '^\|' "$OUT/loader_shapes.txt" >> "$OUT/summary.md"
 fi
 
 if has stats; then
