@@ -182,6 +182,7 @@ fi
 
 if has loader; then
   log "loader shapes (hipfile-bench job files in bench/jobs/loader-*.fio)"
+  mkdir -p "$WORK/loader"
   table_head
   for j in bench/jobs/loader-*.fio; do
     [ -f "$j" ] || continue
