@@ -19,6 +19,7 @@
 //! soon as its op completed: an old wait (done >= g) stays satisfied forever.
 //! The word page is never freed (a stream may still be parked on it at exit).
 
+use crate::passthrough::{self, passthrough};
 use crate::types::HipFileError;
 use crate::{guard, inval, prepare};
 use hipfile_engine::batch::negative_code;
@@ -411,6 +412,19 @@ pub unsafe extern "C" fn hipFileReadAsync(
     bytes_read_p: *mut isize,
     stream: *mut c_void,
 ) -> HipFileError {
+    passthrough!("hipFileReadAsync", |cu| {
+        passthrough::io_async(
+            cu,
+            false,
+            fh,
+            buffer_base,
+            size_p,
+            file_offset_p,
+            buffer_offset_p,
+            bytes_read_p,
+            stream,
+        )
+    });
     guard("hipFileReadAsync", || {
         // SAFETY: arguments are the caller's, checked inside.
         unsafe {
@@ -448,6 +462,19 @@ pub unsafe extern "C" fn hipFileWriteAsync(
     bytes_written_p: *mut isize,
     stream: *mut c_void,
 ) -> HipFileError {
+    passthrough!("hipFileWriteAsync", |cu| {
+        passthrough::io_async(
+            cu,
+            true,
+            fh,
+            buffer_base,
+            size_p,
+            file_offset_p,
+            buffer_offset_p,
+            bytes_written_p,
+            stream,
+        )
+    });
     guard("hipFileWriteAsync", || {
         // SAFETY: arguments are the caller's, checked inside.
         unsafe {
@@ -467,6 +494,9 @@ pub unsafe extern "C" fn hipFileWriteAsync(
 
 #[no_mangle]
 pub extern "C" fn hipFileStreamRegister(stream: *mut c_void, flags: c_uint) -> HipFileError {
+    passthrough!("hipFileStreamRegister", |cu| {
+        passthrough::stream_register(cu, stream, flags)
+    });
     guard("hipFileStreamRegister", || {
         if flags & !FLAGS_MASK != 0 {
             return Err(inval());
@@ -491,6 +521,9 @@ pub extern "C" fn hipFileStreamRegister(stream: *mut c_void, flags: c_uint) -> H
 
 #[no_mangle]
 pub extern "C" fn hipFileStreamDeregister(stream: *mut c_void) -> HipFileError {
+    passthrough!("hipFileStreamDeregister", |cu| {
+        passthrough::stream_deregister(cu, stream)
+    });
     guard("hipFileStreamDeregister", || {
         match driver().write().streams.remove(&(stream as usize)) {
             Some(_) => Ok(()),

@@ -90,7 +90,7 @@ pub(crate) fn to_ssize(r: Result<usize, Error>) -> isize {
 
 /// What an entry point returns when it cannot run at all: after a panic inside
 /// it, or in the child of a fork().
-pub(crate) trait Unavailable {
+pub trait Unavailable {
     fn unavailable() -> Self;
 }
 
@@ -148,7 +148,7 @@ fn refused_after_fork(name: &str) -> bool {
 /// The boundary every entry point runs inside: refuses calls in a forked child,
 /// runs `f`, and turns a panic into `T::unavailable()` with a log line, so that
 /// no panic unwinds into C.
-pub(crate) fn boundary<T: Unavailable>(name: &str, f: impl FnOnce() -> T) -> T {
+pub fn boundary<T: Unavailable>(name: &str, f: impl FnOnce() -> T) -> T {
     if refused_after_fork(name) {
         return T::unavailable();
     }
