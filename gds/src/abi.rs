@@ -60,16 +60,23 @@ const _: () = {
     assert!(std::mem::offset_of!(CuFileDrvProps, max_batch_io_size) == 48);
 };
 
-/// `CUfileDescr_t`: type @0, handle union @8, fs_ops @16 (24 bytes).
+/// `CUfileDescr_t`: type @0, the handle union (`int fd` / `void *handle`) @8,
+/// fs_ops @16; 24 bytes. The union is declared here by its `fd` member, with
+/// the padding before it and the pointer's upper half after it spelled out.
 #[repr(C)]
 pub struct CuFileDescr {
     pub kind: c_int,
+    pub _pad: c_int,
     pub fd: c_int,
-    pub fd_high: c_int,
+    pub _handle_high: c_int,
     pub fs_ops: *const c_void,
 }
 
-const _: () = assert!(std::mem::size_of::<CuFileDescr>() == 24);
+const _: () = {
+    assert!(std::mem::size_of::<CuFileDescr>() == 24);
+    assert!(std::mem::offset_of!(CuFileDescr, fd) == 8);
+    assert!(std::mem::offset_of!(CuFileDescr, fs_ops) == 16);
+};
 
 /// `CU_FILE_HANDLE_TYPE_OPAQUE_FD`.
 pub const HANDLE_TYPE_OPAQUE_FD: c_int = 1;

@@ -226,8 +226,9 @@ fn probe_open_driver(cu: &CuFile, file: &Path) -> Outcome {
     };
     let mut descr = CuFileDescr {
         kind: HANDLE_TYPE_OPAQUE_FD,
+        _pad: 0,
         fd,
-        fd_high: 0,
+        _handle_high: 0,
         fs_ops: std::ptr::null(),
     };
     let mut fh: *mut std::ffi::c_void = std::ptr::null_mut();

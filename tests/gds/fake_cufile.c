@@ -15,6 +15,8 @@
  *
  * Only the prototypes the loader resolves are defined; their layouts are cufile.h's.
  */
+#define _GNU_SOURCE
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
@@ -73,13 +75,23 @@ E cuFileDriverGetProperties(Props *p) {
     return ok;
 }
 
-E cuFileHandleRegister(void **fh, void *descr) {
+typedef struct { int type; union { int fd; void *handle; } handle; const void *fs_ops; } Descr;
+
+E cuFileHandleRegister(void **fh, Descr *d) {
 #ifdef FAKE_REG_5027
-    (void)fh; (void)descr;
+    (void)fh; (void)d;
     E e = {5027, 0};
     return e;
 #else
-    *fh = descr;
+#ifndef FAKE_ANSWERS
+    /* What the probe must hand over: an open O_DIRECT descriptor of type OPAQUE_FD. */
+    int fl = fcntl(d->handle.fd, F_GETFL);
+    if (d->type != 1 || fl < 0 || !(fl & O_DIRECT)) {
+        E e = {5019, 0};
+        return e;
+    }
+#endif
+    *fh = d;
     return ok;
 #endif
 }
