@@ -208,16 +208,16 @@ if has cufile; then
   log "cufile_front: a cuFile C program (NVIDIA's cufile.h) on hipfile-rs's libcufile.so.0"
   nvcc -O2 tests/gpu/cufile_front.c -o "$WORK/cufile_front" -L "$CU" -lcufile -lcuda -ldl \
     -Xlinker -rpath="$CU" 2>&1 | tail -5
-  LD_LIBRARY_PATH="$CU:$LD_LIBRARY_PATH" timeout 600 "$WORK/cufile_front" "$WORK" > "$OUT/cufile_front.txt" 2>&1
+  LD_LIBRARY_PATH="$CU:$LD_LIBRARY_PATH" timeout 150 "$WORK/cufile_front" "$WORK" > "$OUT/cufile_front.txt" 2>&1
   echo "exit $?" >> "$OUT/cufile_front.txt"
   grep -E '^(==|libcufile|BAR1|FAIL|HANG)|passed|exit' "$OUT/cufile_front.txt" | tail -40 | tee -a "$OUT/summary.md"
   log "cufile_observe: NVIDIA's libcufile and hipfile-rs's on the same calls (a record, not a test)"
   nvcc -O2 tests/gpu/cufile_observe.c -o "$WORK/cufile_observe" -lcufile -lcuda -ldl 2>&1 | tail -5
   nv=$(dirname "$(readlink -f /usr/local/cuda/lib64/libcufile.so.0)")
-  LD_LIBRARY_PATH="$nv:$LD_LIBRARY_PATH" CUFILE_LOGFILE_PATH="$OUT/cufile-nvidia.log" timeout 120 \
+  LD_LIBRARY_PATH="$nv:$LD_LIBRARY_PATH" CUFILE_LOGFILE_PATH="$OUT/cufile-nvidia.log" timeout 45 \
     "$WORK/cufile_observe" "$WORK" > "$OUT/cufile_observe-nvidia.txt" 2>&1
   echo "exit $?" >> "$OUT/cufile_observe-nvidia.txt"
-  LD_LIBRARY_PATH="$CU:$LD_LIBRARY_PATH" timeout 120 "$WORK/cufile_observe" "$WORK" \
+  LD_LIBRARY_PATH="$CU:$LD_LIBRARY_PATH" timeout 45 "$WORK/cufile_observe" "$WORK" \
     > "$OUT/cufile_observe-ours.txt" 2>&1
   echo "exit $?" >> "$OUT/cufile_observe-ours.txt"
   diff "$OUT/cufile_observe-nvidia.txt" "$OUT/cufile_observe-ours.txt" > "$OUT/cufile_observe.diff"
@@ -227,7 +227,7 @@ if has cufile; then
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
   fi
   [ -d /tmp/site ] && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-  HIPFILE_CUFILE_DIR="$CU" HIPFILE_LIB_DIR="$C" PYTHONUNBUFFERED=1 timeout 540 \
+  HIPFILE_CUFILE_DIR="$CU" HIPFILE_LIB_DIR="$C" PYTHONUNBUFFERED=1 timeout 400 \
     python3 tests/gpu/cufile_peers.py "$WORK" "$OUT" > "$OUT/cufile_peers.txt" 2>&1
   echo "exit $?" | tee -a "$OUT/cufile_peers.txt"
   cat "$OUT/cufile_peers.md" >> "$OUT/summary.md" 2>/dev/null || tail -20 "$OUT/cufile_peers.txt" >> "$OUT/summary.md"

@@ -104,7 +104,7 @@ static CUfileHandle_t reg(int fd)
 static void on_alarm(int s)
 {
     (void)s;
-    static const char m[] = "HANG: cufile_front did not finish within 600 s\n";
+    static const char m[] = "HANG: cufile_front did not finish within 140 s\n";
     if (write(1, m, sizeof m - 1) < 0) _exit(3);
     _exit(3);
 }
@@ -307,7 +307,7 @@ int main(int argc, char **argv)
         return 2;
     }
     signal(SIGALRM, on_alarm);
-    alarm(600);
+    alarm(140);
     if (!dlsym(RTLD_DEFAULT, "hipfile_cufile_front")) {
         printf("FAIL: this libcufile is not hipfile-rs's (no hipfile_cufile_front): check LD_LIBRARY_PATH\n");
         return 2;

@@ -315,14 +315,19 @@ def warm(path):
 def main():
     if len(sys.argv) > 2 and sys.argv[1] == "--case":
         name, rest = sys.argv[2], sys.argv[3:]
-        {
-            "kvikio-ours": lambda: case_kvikio(rest[0], True),
-            "kvikio-compat": lambda: case_kvikio(rest[0], False),
-            "torch-gds": lambda: case_torch(rest[0]),
-            "hipfile-auto": lambda: case_hipfile_auto(rest[0]),
-            "hipfile-forced": lambda: case_hipfile_forced(rest[0]),
-            "nvidia-direct": lambda: case_nvidia_direct(rest[0]),
-        }[name]()
+        try:
+            {
+                "kvikio-ours": lambda: case_kvikio(rest[0], True),
+                "kvikio-compat": lambda: case_kvikio(rest[0], False),
+                "torch-gds": lambda: case_torch(rest[0]),
+                "hipfile-auto": lambda: case_hipfile_auto(rest[0]),
+                "hipfile-forced": lambda: case_hipfile_forced(rest[0]),
+                "nvidia-direct": lambda: case_nvidia_direct(rest[0]),
+            }[name]()
+        except Exception as e:  # reported as the case's result, with the library it ran on
+            libs = mapped_libcufiles()
+            needs_ours = name in ("kvikio-ours", "torch-gds")
+            result(ok=False, why=repr(e), libs=libs, wrong_library=needs_ours and libs != [ours()])
         return 0
     work, out = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -347,14 +352,14 @@ def main():
         e = dict(base, KVIKIO_COMPAT_MODE="OFF")
         if threads:
             e["KVIKIO_NTHREADS"] = str(threads)
-        record(f"kvikio-ours ({tag})", run_with_ours("kvikio-ours", [path], e, 300))
+        record(f"kvikio-ours ({tag})", run_with_ours("kvikio-ours", [path], e, 120))
         e = dict(base)
         if threads:
             e["KVIKIO_NTHREADS"] = str(threads)
-        record(f"kvikio-compat ({tag})", run_case("kvikio-compat", [path], e, 300))
-    record("torch-gds", run_with_ours("torch-gds", [work], base, 300))
+        record(f"kvikio-compat ({tag})", run_case("kvikio-compat", [path], e, 120))
+    record("torch-gds", run_with_ours("torch-gds", [work], base, 120))
     e = dict(base, HIPFILE_LOG_LEVEL="info")
-    r = run_case("hipfile-auto", [path], e, 120)
+    r = run_case("hipfile-auto", [path], e, 60)
     log = r.get("stderr", "")
     r["decision"] = [l for l in log.splitlines() if "backend:" in l]
     if not (len(r["decision"]) == 1 and "backend: engine (" in r["decision"][0]):
@@ -363,8 +368,8 @@ def main():
     record("hipfile-auto", r)
     nv = nvidia_libcufile()
     if nv:
-        forced = run_case("hipfile-forced", [path], dict(e, HIPFILE_BACKEND="cufile"), 120)
-        direct = run_case("nvidia-direct", [path], base, 120)
+        forced = run_case("hipfile-forced", [path], dict(e, HIPFILE_BACKEND="cufile"), 60)
+        direct = run_case("nvidia-direct", [path], base, 60)
         forced["decision"] = [l for l in forced.get("stderr", "").splitlines() if "backend:" in l]
         same = (forced.get("open"), forced.get("register")) == (direct.get("open"), direct.get("register"))
         forced["ok"] = bool(forced.get("ok")) and same and any("passthrough" in l for l in forced["decision"])
