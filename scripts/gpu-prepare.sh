@@ -10,6 +10,12 @@ cargo build --release --workspace
 cargo build --release -p hipfile-engine --examples
 mkdir -p "$dest"
 cp target/release/libhipfile.so "$dest/"
+# libhipfile's GDS probe helper goes next to it (where libhipfile looks); the cuFile
+# front into cufile/, off the other suites' LD_LIBRARY_PATH, where it would stand in
+# for NVIDIA's libcufile.
+cp target/release/hipfile-gds-probe "$dest/"
+mkdir -p "$dest/cufile"
+cp target/release/libcufile.so "$dest/cufile/libcufile.so.0"
 [ -x target/release/hipfile-bench ] && cp target/release/hipfile-bench "$dest/"
 # Probes (engine/examples) that measure the machine's own limits.
 for e in pagecache_dma hot_probe copy_shape; do
@@ -35,5 +41,5 @@ while read -r name exe; do
     async_faults) cp "$exe" "$dest"/ffi-async-faults ;;
   esac
 done <<< "$unit"
-strip --strip-debug "$dest"/* 2>/dev/null || true
+strip --strip-debug "$dest"/* "$dest"/cufile/* 2>/dev/null || true
 ls -la "$dest"
