@@ -8,7 +8,9 @@
 # The installed tree: lib/libhipfile.so.$(VERSION) (+ .so.0, .so links), lib/libhipfile.a,
 # include/hipfile.h and hipfile-api-trace.h, lib/pkgconfig/hipfile.pc,
 # lib/cmake/hipfile/hipfile-config.cmake (+ version file; imported target hip::hipfile),
-# and the tools in TOOLS that the build produced, in bin/.
+# the tools in TOOLS that the build produced, in bin/, the cuFile front
+# lib/hipfile-cufile/libcufile.so.0 (+ .so link) and libhipfile's GDS probe helper
+# lib/hipfile/hipfile-gds-probe.
 
 CARGO ?= cargo
 CC ?= cc
@@ -17,6 +19,13 @@ LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 BINDIR ?= $(PREFIX)/bin
 CMAKEDIR ?= $(LIBDIR)/cmake/hipfile
+# hipfile-rs's libcufile.so.0 goes into a directory of its own, off the loader's search
+# path, so that it never stands in for NVIDIA's libcufile by accident: a program runs on
+# it only when LD_LIBRARY_PATH names this directory (README, docs/cufile.md).
+CUFILEDIR ?= $(LIBDIR)/hipfile-cufile
+# libhipfile looks for its GDS probe helper in <its own directory>/hipfile/
+# (gds/src/select.rs, helper_candidates).
+PROBEDIR ?= $(LIBDIR)/hipfile
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 DATADIR ?= $(PREFIX)/share
 MANIFEST = $(DATADIR)/hipfile/install-manifest
@@ -56,13 +65,14 @@ all: build
 # here instead, by the C compiler, from libhipfile.a (the same objects, rustc's own link
 # options) with ffi/libhipfile.map. --require-defined pulls exactly the API's objects out of
 # the archive (and fails if one is missing), where --whole-archive would drag in all of std.
-# The library is built last and on its own: hipfile-bench turns on the engine's `testing`
-# feature (its GPU test double), which a build of both in one cargo call would unify into
-# libhipfile; cargo's last build of hipfile-ffi is what target/release/libhipfile.* holds.
+# The libraries and tools are built last, without the bench: hipfile-bench turns on the
+# engine's `testing` feature (its GPU test double), which a build of both in one cargo call
+# would unify into libhipfile and libcufile; cargo's last build of a crate is what
+# target/release/ holds.
 build:
 	@if command -v $(CARGO) >/dev/null 2>&1; then \
 	  $(CARGO) build --release -p hipfile-bench && \
-	  $(CARGO) build --release -p hipfile-ffi -p ais-stats -p hipfile-check; \
+	  $(CARGO) build --release -p hipfile-ffi -p hipfile-cufile -p hipfile-gds -p ais-stats -p hipfile-check; \
 	elif [ -f $(OUT)/libhipfile.a ]; then \
 	  echo "$(CARGO) not found: using the existing build in $(OUT)"; \
 	else \
@@ -113,6 +123,9 @@ install-files:
 	for t in $(TOOLS); do \
 	  if [ -x $(OUT)/$$t ]; then put 0755 $(OUT)/$$t $(BINDIR)/$$t; fi; \
 	done; \
+	put 0755 $(OUT)/libcufile.so $(CUFILEDIR)/libcufile.so.0; \
+	link libcufile.so.0 $(CUFILEDIR)/libcufile.so; \
+	put 0755 $(OUT)/hipfile-gds-probe $(PROBEDIR)/hipfile-gds-probe; \
 	echo $(MANIFEST) >> $$m.new; mv $$m.new $$m
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v $(LDCONFIG) >/dev/null 2>&1; then $(LDCONFIG); fi
 
@@ -123,7 +136,8 @@ uninstall:
 	if [ -f $$m ]; then list=$$(cat $$m); else \
 	  list="$(LIBDIR)/$(REALNAME) $(LIBDIR)/$(SONAME) $(LIBDIR)/libhipfile.so $(LIBDIR)/libhipfile.a \
 	    $(INCLUDEDIR)/hipfile.h $(INCLUDEDIR)/hipfile-api-trace.h $(PKGCONFIGDIR)/hipfile.pc \
-	    $(CMAKEDIR)/hipfile-config.cmake $(CMAKEDIR)/hipfile-config-version.cmake"; \
+	    $(CMAKEDIR)/hipfile-config.cmake $(CMAKEDIR)/hipfile-config-version.cmake \
+	    $(CUFILEDIR)/libcufile.so.0 $(CUFILEDIR)/libcufile.so $(PROBEDIR)/hipfile-gds-probe"; \
 	  echo "no $$m: removing the library's files only"; \
 	fi; \
 	for f in $$list; do \
@@ -167,7 +181,8 @@ deb:
 	  echo "Priority: optional"; \
 	  echo "Description: GPU-direct file I/O: the hipFile C API over io_uring"; \
 	  echo " libhipfile.so.$(MAJOR) (cuFile-compatible semantics), its headers, pkg-config"; \
-	  echo " and CMake files (hip::hipfile), and the hipfile tools."; \
+	  echo " and CMake files (hip::hipfile), the hipfile tools, and a libcufile.so.0 that"; \
+	  echo " runs cuFile programs on the same engine (opt in with LD_LIBRARY_PATH)."; \
 	} > $(DIST)/stage-deb/DEBIAN/control
 	echo "activate-noawait ldconfig" > $(DIST)/stage-deb/DEBIAN/triggers
 	dpkg-deb --root-owner-group -Zgzip --build $(DIST)/stage-deb $(DIST)/hipfile_$(VERSION)_$(DEBARCH).deb

@@ -39,9 +39,9 @@ $(diff <(echo "$want") <(echo "$got"))"
   echo "$so: $(echo "$header" | wc -l) functions, $(echo "$want" | grep -vc @) version node(s): $(echo "$want" | grep -v @ | tr '\n' ' ')"
 }
 check_symbols "target/release/libhipfile.so.$version"
-# The shipped library holds no test double: the engine's `testing` feature (which
-# hipfile-bench turns on) must not be unified into it.
-for lib in "target/release/libhipfile.so.$version" target/release/libhipfile.a; do
+# The shipped libraries hold no test double: the engine's `testing` feature (which
+# hipfile-bench turns on) must not be unified into them.
+for lib in "target/release/libhipfile.so.$version" target/release/libhipfile.a target/release/libcufile.so; do
   if nm -C "$lib" 2>/dev/null | grep -q 'gpu::testgpu\|gpu::flaky\|SeededFaults'; then
     fail "$lib carries the engine's test doubles (built together with hipfile-bench?)"
   fi
@@ -112,6 +112,31 @@ build_and_run() {
   [ -x "$prefix/bin/hipfile-bench" ] || fail "$tag: hipfile-bench is not installed"
 }
 
+# The cuFile front: in lib/hipfile-cufile/ (never in lib/, where it would stand in for
+# NVIDIA's libcufile), exporting cufile/libcufile.map exactly; NVIDIA's cufile.h test
+# program runs against it; the GDS probe helper is where libhipfile looks for it.
+check_cufile() {
+  local prefix=$1 so="$1/lib/hipfile-cufile/libcufile.so.0" got want
+  step "cuFile front in $prefix/lib/hipfile-cufile"
+  [ -f "$so" ] || fail "no $so"
+  [ "$(readlink "$prefix/lib/hipfile-cufile/libcufile.so")" = libcufile.so.0 ] || fail "lib/hipfile-cufile/libcufile.so link"
+  [ -e "$prefix/lib/libcufile.so.0" ] && fail "libcufile.so.0 installed into lib/, where it shadows NVIDIA's"
+  [[ "$(readelf -d "$so")" == *"Library soname: [libcufile.so.0]"* ]] || fail "$so: SONAME is not libcufile.so.0"
+  want=$(sed -n 's/^ *\(cuFile[A-Za-z0-9_]*\|hipfile_[a-z_]*\);$/\1/p' cufile/libcufile.map | sort)
+  got=$(nm -D --defined-only "$so" | awk '{print $NF}' | sort)
+  [ "$got" = "$want" ] || fail "$so exports a different set than cufile/libcufile.map:
+$(diff <(echo "$want") <(echo "$got"))"
+  echo "$so: $(echo "$want" | grep -c '^cuFile') cuFile functions"
+  bash scripts/fetch-cufile-sdk.sh >/dev/null || fail "NVIDIA's cufile.h (scripts/fetch-cufile-sdk.sh)"
+  cc -std=c11 -Wall -Wextra -Werror -I target/cufile-sdk/include tests/cufile/api.c -o "$work/cufile-api" \
+    -L "$prefix/lib/hipfile-cufile" -lcufile -ldl -Wl,-rpath,"$prefix/lib/hipfile-cufile" || fail "tests/cufile/api.c"
+  env -u LD_LIBRARY_PATH "$work/cufile-api" "$work" >"$work/cufile-api.log" 2>&1 ||
+    { cat "$work/cufile-api.log"; fail "tests/cufile/api.c against the installed libcufile.so.0"; }
+  tail -1 "$work/cufile-api.log"
+  [ -x "$prefix/lib/hipfile/hipfile-gds-probe" ] || fail "no lib/hipfile/hipfile-gds-probe"
+  "$prefix/lib/hipfile/hipfile-gds-probe" --help >/dev/null || fail "hipfile-gds-probe --help"
+}
+
 prefix="$work/prefix"
 mkdir -p "$prefix"
 step "make install PREFIX=$prefix"
@@ -125,6 +150,7 @@ done
 [ "$(readlink "$prefix/lib/libhipfile.so")" = "libhipfile.so.$major" ] || fail "lib/libhipfile.so link"
 check_symbols "$prefix/lib/libhipfile.so.$version"
 build_and_run "$prefix" installed
+check_cufile "$prefix"
 
 step "make uninstall PREFIX=$prefix"
 make --no-print-directory uninstall PREFIX="$prefix" >"$work/uninstall.log" 2>&1 ||
@@ -152,7 +178,7 @@ tarball="target/dist/hipfile-$version-linux-$(uname -m).tar.gz"
 # (Listed to a file: grep -q would stop reading early and pipefail would count tar's SIGPIPE.)
 tar -tzf "$tarball" >"$work/tar.list"
 for f in "lib/libhipfile.so.$version" lib/libhipfile.a include/hipfile.h lib/cmake/hipfile/hipfile-config.cmake \
-  lib/pkgconfig/hipfile.pc bin/hipfile-bench; do
+  lib/pkgconfig/hipfile.pc bin/hipfile-bench lib/hipfile-cufile/libcufile.so.0 lib/hipfile/hipfile-gds-probe; do
   grep -qx "usr/local/$f" "$work/tar.list" || fail "$tarball lacks usr/local/$f"
 done
 # The unpacked tree works where it lies (CMake finds its prefix from the config file's place).

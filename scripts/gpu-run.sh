@@ -20,6 +20,10 @@
 #                  alternating order) and what ais-stats and hipfile-check show
 #   fallback       the POSIX storage backend (what serves where io_uring is
 #                  refused) beside io_uring and the copy limit, ROUNDS rounds
+#   cufile         cuFile programs on .carry/cufile/libcufile.so.0: a C program
+#                  built with nvcc against /usr/local/cuda's cufile.h, KvikIO
+#                  (COMPAT_MODE=OFF) and torch.cuda.gds against KvikIO's own compat
+#                  mode, libhipfile's backend decision (tests/gpu/cufile_*)
 #
 # PERF_ROWS=REGEX keeps the perf rows whose names match (e.g. 'copy-h2d|async').
 # BUILDS="a b" runs every perf row once per build, interleaved, with the build
@@ -51,6 +55,7 @@ if has correctness; then
   log "build the C GPU tests with nvcc"
   for t in tests/gpu/*.c; do
     n=$(basename "$t" .c)
+    case $n in cufile_*) continue ;; esac  # suite cufile
     nvcc -O2 -I include -I tests/gpu "$t" -o "$WORK/$n" -L "$C" -lhipfile -lcuda -lpthread \
       -Xlinker -rpath="$C" 2>&1 | tail -5
   done
@@ -60,6 +65,7 @@ if has correctness; then
   done
   for t in tests/gpu/*.c; do
     n=$(basename "$t" .c)
+    case $n in cufile_*) continue ;; esac
     log "$n"
     # stream_interleave: ROUNDS_STREAM randomised interleavings per case and thread.
     timeout "${TEST_TIMEOUT:-400}" "$WORK/$n" "$WORK" "${ROUNDS_STREAM:-200}" > "$OUT/$n.txt" 2>&1
@@ -78,6 +84,8 @@ if has correctness; then
   done
   for t in tests/gpu/*.py; do
     [ -f "$t" ] || continue
+    [[ $(basename "$t") == cufile_* ]] && continue
+    case $(basename "$t") in cufile_*) continue ;; esac
     log "$(basename "$t")"
     HIPFILE_LIB="$C/libhipfile.so" LIBHIPFILE="$C/libhipfile.so" PYTHONUNBUFFERED=1 \
       timeout 300 python3 "$t" "$WORK" "${ROUNDS_STREAM:-200}" > "$OUT/$(basename "$t" .py).txt" 2>&1
@@ -116,16 +124,18 @@ bench() {
 import json, sys
 path, name, build = sys.argv[1:4]
 try:
-    job = json.load(open(path))["jobs"][0]
+    jobs = json.load(open(path))["jobs"]
 except Exception as e:
     print(f"| {name} | {build} | failed: {e} |"); sys.exit(0)
-for d in ("read", "write"):
-    x = job[d]
-    if x["io_bytes"]:
-        p = x["clat_ns"]["percentile"]
-        print(f"| {name} | {build} | {d} | {x['bw_bytes']/1e9:.2f} GB/s | {x['iops']:.0f} IOPS "
-              f"| p50 {p.get('50.000000', 0)/1e3:.1f} us | p99 {p.get('99.000000', 0)/1e3:.1f} us "
-              f"| usr {job['usr_cpu']:.1f}% sys {job['sys_cpu']:.1f}% |")
+for job in jobs:
+    label = name if len(jobs) == 1 else f"{name}/{job.get('jobname', '?')}"
+    for d in ("read", "write"):
+        x = job[d]
+        if x["io_bytes"]:
+            p = x["clat_ns"]["percentile"]
+            print(f"| {label} | {build} | {d} | {x['bw_bytes']/1e9:.2f} GB/s | {x['iops']:.0f} IOPS "
+                  f"| p50 {p.get('50.000000', 0)/1e3:.1f} us | p99 {p.get('99.000000', 0)/1e3:.1f} us "
+                  f"| usr {job['usr_cpu']:.1f}% sys {job['sys_cpu']:.1f}% |")
 PY
 }
 table_head() {
@@ -180,6 +190,7 @@ fi
 
 if has loader; then
   log "loader shapes (hipfile-bench job files in bench/jobs/loader-*.fio)"
+  mkdir -p "$WORK/loader"
   table_head
   for j in bench/jobs/loader-*.fio; do
     [ -f "$j" ] || continue
@@ -190,17 +201,15 @@ if has loader; then
 fi
 
 if has compare-peers; then
-  log "loader shapes from Python against KvikIO (python/bench/loader_shapes.py)"
-  if [ -d .whl ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
-      && export PYTHONPATH=/tmp/site
-  fi
-  if [ -f python/bench/loader_shapes.py ]; then
-    HIPFILE_LIB="$C/libhipfile.so" PYTHONUNBUFFERED=1 timeout 540 python3 python/bench/loader_shapes.py \
-      --dir "$WORK/shapes" --out "$OUT" 2>&1 | tee "$OUT/loader_shapes.txt" | tail -40 >> "$OUT/summary.md"
-  else
-    echo "python/bench/loader_shapes.py not present" | tee -a "$OUT/summary.md"
-  fi
+  log "loader shapes from Python against KvikIO, and from C (python/bench/loader_shapes.py)"
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
+    "$C"/hipfile-*.whl $( [ -d .whl ] && echo .whl/*.whl ) > "$OUT/pip.txt" 2>&1
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  PYTHONUNBUFFERED=1 timeout "${PEERS_TIMEOUT:-400}" python3 python/bench/loader_shapes.py \
+    --dir "$WORK/shapes" --drop-caches --c-lib "$C/libhipfile.so" ${PEERS_ARGS:-} \
+    > "$OUT/loader_shapes.txt" 2>&1
+  echo "loader_shapes: exit $?" | tee -a "$OUT/summary.md"
+  grep -E '^\|' "$OUT/loader_shapes.txt" >> "$OUT/summary.md"
 fi
 
 if has stats; then
@@ -283,6 +292,37 @@ if has fallback; then
       done
     done < <(fallback_rows)
   done
+fi
+
+if has cufile; then
+  CU=$C/cufile
+  ln -sf libcufile.so.0 "$CU/libcufile.so"
+  log "cufile_front: a cuFile C program (NVIDIA's cufile.h) on hipfile-rs's libcufile.so.0"
+  nvcc -O2 tests/gpu/cufile_front.c -o "$WORK/cufile_front" -L "$CU" -lcufile -lcuda -ldl \
+    -Xlinker -rpath="$CU" 2>&1 | tail -5
+  LD_LIBRARY_PATH="$CU:$LD_LIBRARY_PATH" timeout 150 "$WORK/cufile_front" "$WORK" > "$OUT/cufile_front.txt" 2>&1
+  echo "exit $?" >> "$OUT/cufile_front.txt"
+  grep -E '^(==|libcufile|BAR1|FAIL|HANG)|passed|exit' "$OUT/cufile_front.txt" | tail -40 | tee -a "$OUT/summary.md"
+  log "cufile_observe: NVIDIA's libcufile and hipfile-rs's on the same calls (a record, not a test)"
+  nvcc -O2 tests/gpu/cufile_observe.c -o "$WORK/cufile_observe" -lcufile -lcuda -ldl 2>&1 | tail -5
+  nv=$(dirname "$(readlink -f /usr/local/cuda/lib64/libcufile.so.0)")
+  LD_LIBRARY_PATH="$nv:$LD_LIBRARY_PATH" CUFILE_LOGFILE_PATH="$OUT/cufile-nvidia.log" timeout 45 \
+    "$WORK/cufile_observe" "$WORK" > "$OUT/cufile_observe-nvidia.txt" 2>&1
+  echo "exit $?" >> "$OUT/cufile_observe-nvidia.txt"
+  LD_LIBRARY_PATH="$CU:$LD_LIBRARY_PATH" timeout 45 "$WORK/cufile_observe" "$WORK" \
+    > "$OUT/cufile_observe-ours.txt" 2>&1
+  echo "exit $?" >> "$OUT/cufile_observe-ours.txt"
+  diff "$OUT/cufile_observe-nvidia.txt" "$OUT/cufile_observe-ours.txt" > "$OUT/cufile_observe.diff"
+  echo "cufile_observe: $(grep -c '^[<>]' "$OUT/cufile_observe.diff") differing lines (cufile_observe.diff)" | tee -a "$OUT/summary.md"
+  log "KvikIO, torch.cuda.gds and libhipfile's backend (tests/gpu/cufile_peers.py)"
+  if [ -d .whl ] && [ ! -d /tmp/site/kvikio ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+  fi
+  [ -d /tmp/site ] && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  HIPFILE_CUFILE_DIR="$CU" HIPFILE_LIB_DIR="$C" PYTHONUNBUFFERED=1 timeout 400 \
+    python3 tests/gpu/cufile_peers.py "$WORK" "$OUT" > "$OUT/cufile_peers.txt" 2>&1
+  echo "exit $?" | tee -a "$OUT/cufile_peers.txt"
+  cat "$OUT/cufile_peers.md" >> "$OUT/summary.md" 2>/dev/null || tail -20 "$OUT/cufile_peers.txt" >> "$OUT/summary.md"
 fi
 
 tar -C "$WORK" -czf "$OUT/bench-json.tar.gz" json 2>/dev/null

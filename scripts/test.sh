@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 # O_DIRECT and io_uring tests need a real disk-backed directory (tmpfs refuses O_DIRECT).
 export HIPFILE_TEST_DIR="${HIPFILE_TEST_DIR:-$PWD/target/test-files}"
 mkdir -p "$HIPFILE_TEST_DIR"
+# NVIDIA's cufile.h and libcufile from PyPI, for the cuFile front's and the passthrough's
+# tests (fails loudly when it cannot download them; they are never committed).
+bash scripts/fetch-cufile-sdk.sh
 HIPFILE_TEST_EXPECT_BACKEND=io_uring cargo test --workspace --release -- --test-threads=2
 
 # The only tests that do not run with io_uring refused: they are about
@@ -31,3 +34,4 @@ for errno in EPERM ENOSYS; do
     cargo test --workspace --release -- --test-threads=2 "${skips[@]}"
 done
 bash scripts/test-python.sh
+bash scripts/test-fio-compat.sh

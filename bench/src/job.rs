@@ -1,65 +1,96 @@
-//! One job: a thread with its own buffer, engine and offsets, running the
+//! One job: a thread with its own buffer, engine and files, running the
 //! submit/reap loop and measuring every I/O.
 //!
 //! Timing uses a job clock that stops while the job verifies data or prepares
 //! verify patterns, so checking never counts in latency or bandwidth. I/Os
-//! already in flight keep running during such a pause, so with `--verify=1`
+//! already in flight keep running during such a pause, so with `verify=1`
 //! and iodepth > 1 the figures can flatter slightly; iodepth 1 is exact.
 
-use crate::engines::{self, Dir, Done, Engine, Op};
+use crate::engines::{self, Dir, Done, Engine as Queue, Op};
+use crate::files::{self, FileSpec};
+use crate::logs::{Kind as LogKind, Log};
 use crate::mem::JobMem;
-use crate::opts::{IoEngine, MemChoice};
+use crate::options::{CpuPolicy, Engine, JobOptions, MemKind};
 use crate::pattern;
-use crate::stats::DirStats;
+use crate::stats::{count_bucket, depth_bucket, JobStats};
+use crate::workload::{Gen, Shape};
 use hipfile_engine::gpu::Gpu;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Barrier};
-use std::time::Instant;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
-/// Bandwidth sampling window (fio's default `bw_avg_time` / `iops_avg_time`).
-pub const SAMPLE_WINDOW_NS: u64 = 500_000_000;
-
-/// What every job shares.
-pub struct Plan {
-    pub engine: IoEngine,
-    pub mem: MemChoice,
-    pub gpu: Arc<dyn Gpu>,
+/// Everything one job (one clone) needs.
+pub struct JobPlan {
+    /// Job number over the whole run (0-based; logs are numbered from 1).
+    pub index: usize,
+    /// Clone number within its job section (fio's $jobnum).
+    pub clone: u64,
+    pub opts: Arc<JobOptions>,
+    pub engine: Engine,
+    pub mem: MemKind,
     pub device: i32,
-    pub fd: i32,
-    /// The hipFile handle (hipfile engines only).
-    pub fh: usize,
-    /// I/Os in flight per job after the engine's limits.
+    pub direct: bool,
+    /// I/Os in flight (the engine honours it; checked before the run).
     pub depth: usize,
-    pub bs: u64,
-    pub read_pct: u32,
-    pub random: bool,
-    /// The file range `[range_start, range_start + range_len)` under test.
-    pub range_start: u64,
-    pub range_len: u64,
-    /// Bytes per job and pass (sequential: the job's own region).
-    pub per_job: u64,
-    /// Passes over the region; None = until the deadline (`--time_based`).
-    pub passes: Option<u64>,
+    pub files: Vec<FileSpec>,
+    pub shape: Shape,
     pub ramp_ns: u64,
     /// Stop submitting at this job-clock time (ramp + runtime).
     pub deadline_ns: Option<u64>,
-    pub verify: bool,
-    /// bs and offset are multiples of 4 KiB (hipFileStreamRegister's PAGE_ALIGNED_INPUTS).
-    pub aligned: bool,
-    /// `--iomem=mmaphuge`: host buffers on transparent huge pages.
-    pub huge_pages: bool,
-    /// `--fixedbufs=1`: raw registers its buffer with its ring.
-    pub fixedbufs: bool,
+    pub gpu: Arc<dyn Gpu>,
 }
 
-/// Live counters for the progress line.
+impl JobPlan {
+    fn slot_bytes(&self) -> usize {
+        self.opts.max_bs() as usize
+    }
+
+    fn writes(&self) -> bool {
+        self.shape.read_pct < 100
+    }
+}
+
+/// What the main thread sees of a running job: progress counters, and the
+/// statistics so far when `--status-interval` asks for them.
 #[derive(Default)]
-pub struct Progress {
+pub struct Live {
     pub read_bytes: AtomicU64,
     pub write_bytes: AtomicU64,
+    /// Snapshot generation asked for by the main thread.
+    pub want: AtomicU64,
+    /// (generation served, statistics then).
+    pub snap: Mutex<(u64, Option<JobStats>)>,
+    pub served: Condvar,
+    pub finished: AtomicBool,
 }
 
-/// File blocks a job wrote, for the read-back check of `--verify=1` writes.
+impl Live {
+    fn publish(&self, generation: u64, stats: &JobStats) {
+        if let Ok(mut s) = self.snap.lock() {
+            *s = (generation, Some(stats.clone()));
+        }
+        self.served.notify_all();
+    }
+
+    /// The statistics as of a request made now (waits up to `limit` for the
+    /// job to answer; a finished job answers with its last figures).
+    pub fn snapshot(&self, limit: Duration) -> Option<JobStats> {
+        let generation = self.want.fetch_add(1, Ordering::AcqRel) + 1;
+        let deadline = Instant::now() + limit;
+        let mut s = self.snap.lock().ok()?;
+        while s.0 < generation && !self.finished.load(Ordering::Acquire) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            s = self.served.wait_timeout(s, left).ok()?.0;
+        }
+        s.1.clone()
+    }
+}
+
+/// File blocks a job wrote, for the read-back of `verify=1` writes.
 #[derive(Clone, Debug)]
 pub struct Written {
     origin: u64,
@@ -79,9 +110,13 @@ impl Written {
         }
     }
 
-    pub fn mark(&mut self, offset: u64) {
-        let k = (offset - self.origin) / self.unit;
-        self.bits[(k / 64) as usize] |= 1 << (k % 64);
+    /// Mark every block `[offset, offset + len)` touches.
+    pub fn mark(&mut self, offset: u64, len: u64) {
+        let first = (offset - self.origin) / self.unit;
+        let last = (offset + len.max(1) - 1 - self.origin) / self.unit;
+        for k in first..=last {
+            self.bits[(k / 64) as usize] |= 1 << (k % 64);
+        }
     }
 
     /// The written byte ranges, adjacent blocks merged, in file order.
@@ -103,160 +138,30 @@ impl Written {
     }
 }
 
-/// The offsets and directions of one job's I/Os.
-pub struct Gen {
-    read_pct: u32,
-    random: bool,
-    bs: u64,
-    start: u64,
-    end: u64,
-    pos: u64,
-    blocks: u64,
-    ops_per_pass: u64,
-    ops_in_pass: u64,
-    passes_left: Option<u64>,
-    rng: u64,
-}
-
-impl Gen {
-    /// Sequential over `[start, end)`, `bs` at a time (the last I/O may be short).
-    pub fn sequential(
-        start: u64,
-        end: u64,
-        bs: u64,
-        read_pct: u32,
-        passes: Option<u64>,
-        seed: u64,
-    ) -> Gen {
-        Gen {
-            read_pct,
-            random: false,
-            bs,
-            start,
-            end,
-            pos: start,
-            blocks: 0,
-            ops_per_pass: 0,
-            ops_in_pass: 0,
-            passes_left: passes,
-            rng: seed,
-        }
-    }
-
-    /// `ops_per_pass` uniformly random `bs` blocks of `[start, end)` per pass.
-    pub fn random(
-        start: u64,
-        end: u64,
-        bs: u64,
-        ops_per_pass: u64,
-        read_pct: u32,
-        passes: Option<u64>,
-        seed: u64,
-    ) -> Gen {
-        Gen {
-            read_pct,
-            random: true,
-            bs,
-            start,
-            end,
-            pos: start,
-            blocks: (end - start).div_ceil(bs),
-            ops_per_pass,
-            ops_in_pass: 0,
-            passes_left: passes,
-            rng: seed,
-        }
-    }
-
-    /// splitmix64: fast, and a fixed seed repeats the run (fio's randrepeat=1).
-    fn next_rand(&mut self) -> u64 {
-        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn dir(&mut self) -> Dir {
-        match self.read_pct {
-            100 => Dir::Read,
-            0 => Dir::Write,
-            p => {
-                if self.next_rand() % 100 < p as u64 {
-                    Dir::Read
-                } else {
-                    Dir::Write
-                }
-            }
-        }
-    }
-
-    /// A pass is over: true when another one follows.
-    fn next_pass(&mut self) -> bool {
-        match self.passes_left {
-            None => true,
-            Some(n) if n > 1 => {
-                self.passes_left = Some(n - 1);
-                true
-            }
-            Some(_) => {
-                self.passes_left = Some(0);
-                false
-            }
-        }
-    }
-
-    pub fn next_op(&mut self) -> Option<Op> {
-        if self.start >= self.end || self.passes_left == Some(0) {
-            return None;
-        }
-        let offset = if self.random {
-            if self.ops_per_pass == 0 {
-                return None;
-            }
-            if self.ops_in_pass >= self.ops_per_pass {
-                if !self.next_pass() {
-                    return None;
-                }
-                self.ops_in_pass = 0;
-            }
-            self.ops_in_pass += 1;
-            let b = self.next_rand() % self.blocks;
-            self.start + b * self.bs
-        } else {
-            if self.pos >= self.end {
-                if !self.next_pass() {
-                    return None;
-                }
-                self.pos = self.start;
-            }
-            let o = self.pos;
-            self.pos += self.bs.min(self.end - o);
-            o
-        };
-        let len = self.bs.min(self.end - offset) as usize;
-        Some(Op {
-            dir: self.dir(),
-            offset,
-            len,
-        })
-    }
-}
-
 /// Why a job stopped early.
 #[derive(Debug)]
 pub enum JobError {
     Io(String),
-    Verify { offset: u64, got: u8, want: u8 },
+    Verify {
+        path: String,
+        offset: u64,
+        got: u8,
+        want: u8,
+    },
 }
 
 impl std::fmt::Display for JobError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             JobError::Io(e) => write!(f, "{e}"),
-            JobError::Verify { offset, got, want } => write!(
+            JobError::Verify {
+                path,
+                offset,
+                got,
+                want,
+            } => write!(
                 f,
-                "verify: data mismatch at file offset {offset} ({offset:#x}): read {got:#04x}, expected {want:#04x}"
+                "verify: data mismatch in {path} at offset {offset} ({offset:#x}): read {got:#04x}, expected {want:#04x}"
             ),
         }
     }
@@ -270,16 +175,16 @@ impl From<String> for JobError {
 
 /// What a job measured.
 pub struct JobOutcome {
-    pub index: usize,
-    pub read: DirStats,
-    pub write: DirStats,
-    /// From the start of the statistics (after ramp) to the last completion, job clock.
+    pub stats: JobStats,
+    /// From the start of statistics (after ramp) to the job's end, job clock.
     pub runtime_ns: u64,
     /// Time the clock stood still for verification.
     pub verify_ns: u64,
-    pub written: Option<Written>,
+    /// Ranges written per file (verify=1 writes), for the read-back.
+    pub written: Vec<(String, Vec<(u64, u64)>)>,
     /// The raw engine registered its buffer with the ring.
     pub fixed_buffers: Option<bool>,
+    pub logs: Vec<Log>,
 }
 
 /// The job clock: wall time minus the pauses for verification.
@@ -294,142 +199,263 @@ impl Clock {
     }
 }
 
-struct InFlight {
-    op: Op,
-    t_start: u64,
-    t_end: u64,
+/// A file the job has open.
+struct OpenFile {
+    fd: i32,
+    fh: usize,
+    in_flight: usize,
+    written: bool,
+    writes_since_sync: u64,
+}
+
+struct Files<'a> {
+    plan: &'a JobPlan,
+    open: Vec<Option<OpenFile>>,
+    /// Files ever written (for end_fsync after they were closed).
+    written: Vec<bool>,
+}
+
+impl<'a> Files<'a> {
+    fn new(plan: &'a JobPlan) -> Files<'a> {
+        Files {
+            plan,
+            open: (0..plan.files.len()).map(|_| None).collect(),
+            written: vec![false; plan.files.len()],
+        }
+    }
+
+    fn ensure_open(&mut self, f: usize) -> Result<&mut OpenFile, String> {
+        if self.open[f].is_none() && self.plan.engine == Engine::Copy {
+            // copy moves no file data: its "file" is only a size.
+            self.open[f] = Some(OpenFile {
+                fd: -1,
+                fh: 0,
+                in_flight: 0,
+                written: false,
+                writes_since_sync: 0,
+            });
+        }
+        if self.open[f].is_none() {
+            let path = &self.plan.files[f].path;
+            let fd = files::open(path, self.plan.writes(), self.plan.direct)?;
+            let fh = if self.plan.engine.uses_hipfile() {
+                match engines::hipfile::handle_register(fd) {
+                    Ok(h) => h,
+                    Err(e) => {
+                        // SAFETY: fd is ours.
+                        unsafe { libc::close(fd) };
+                        return Err(format!("{path}: {e}"));
+                    }
+                }
+            } else {
+                0
+            };
+            self.open[f] = Some(OpenFile {
+                fd,
+                fh,
+                in_flight: 0,
+                written: false,
+                writes_since_sync: 0,
+            });
+        }
+        Ok(self.open[f].as_mut().expect("opened above"))
+    }
+
+    fn sync_one(fd: i32, data_only: bool) -> Result<(), String> {
+        // SAFETY: fd is a descriptor this job holds open.
+        let r = unsafe {
+            if data_only {
+                libc::fdatasync(fd)
+            } else {
+                libc::fsync(fd)
+            }
+        };
+        if r != 0 {
+            return Err(format!("fsync: {}", std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    fn close(&mut self, f: usize) -> Result<(), String> {
+        let Some(of) = self.open[f].take() else {
+            return Ok(());
+        };
+        if of.fd < 0 {
+            return Ok(());
+        }
+        let mut res = Ok(());
+        if of.written && self.plan.opts.fsync_on_close {
+            res = Files::sync_one(of.fd, false);
+        }
+        if self.plan.engine.uses_hipfile() {
+            engines::hipfile::handle_deregister(of.fh);
+        }
+        // SAFETY: fd is ours and no I/O uses it any more.
+        unsafe { libc::close(of.fd) };
+        res
+    }
+
+    fn close_all(&mut self) -> Result<(), String> {
+        let mut res = Ok(());
+        for f in 0..self.open.len() {
+            let r = self.close(f);
+            if res.is_ok() {
+                res = r;
+            }
+        }
+        res
+    }
+}
+
+impl Drop for Files<'_> {
+    fn drop(&mut self) {
+        let _ = self.close_all();
+    }
 }
 
 struct Setup {
     mem: JobMem,
-    engine: Box<dyn Engine>,
+    engine: Box<dyn Queue>,
     registered: bool,
     fixed_buffers: Option<bool>,
 }
 
-fn setup(plan: &Plan, index: usize, first_offset: u64) -> Result<Setup, String> {
-    let slot_bytes = plan.bs as usize;
-    let mut mem = match plan.mem {
-        MemChoice::Device => JobMem::device(plan.depth, slot_bytes, &plan.gpu, plan.device)?,
-        MemChoice::Host => JobMem::host(plan.depth, slot_bytes, &plan.gpu, plan.huge_pages)?,
+fn set_affinity(o: &JobOptions, clone: u64) -> Result<(), String> {
+    let Some(cpus) = &o.cpus_allowed else {
+        return Ok(());
     };
-    if plan.read_pct < 100 {
-        // Writes without --verify send what the buffer holds: the pattern of
+    let chosen: Vec<usize> = match o.cpus_allowed_policy {
+        CpuPolicy::Shared => cpus.clone(),
+        CpuPolicy::Split => vec![cpus[(clone % cpus.len() as u64) as usize]],
+    };
+    // SAFETY: an all-zero cpu_set_t is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for c in chosen {
+        if c < 8 * std::mem::size_of::<libc::cpu_set_t>() {
+            // SAFETY: CPU_SET writes inside the set; c is below its size in bits.
+            unsafe { libc::CPU_SET(c, &mut set) };
+        }
+    }
+    // SAFETY: pid 0 is this thread; set is a live cpu_set_t of the size given.
+    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if r != 0 {
+        return Err(format!(
+            "cpus_allowed: sched_setaffinity: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+fn setup(plan: &JobPlan, first_offset: u64) -> Result<Setup, String> {
+    set_affinity(&plan.opts, plan.clone)?;
+    let slot_bytes = plan.slot_bytes();
+    let mut mem = match plan.mem {
+        MemKind::Device => JobMem::device(plan.depth, slot_bytes, &plan.gpu, plan.device)?,
+        MemKind::Host | MemKind::HostHuge => JobMem::host(
+            plan.depth,
+            slot_bytes,
+            &plan.gpu,
+            plan.mem == MemKind::HostHuge,
+        )?,
+    };
+    if plan.writes() {
+        // Writes without verify send what the buffer holds: the pattern of
         // the job's first blocks, prepared once, outside the timed run.
         for slot in 0..plan.depth {
-            let off = first_offset + (slot as u64) * plan.bs;
+            let off = first_offset + (slot * slot_bytes) as u64;
             mem.store(slot, slot_bytes, |b| pattern::fill(b, off))?;
         }
     }
     let mut registered = false;
-    if plan.engine.uses_hipfile() {
+    if plan.engine.uses_hipfile() && plan.opts.buf_register {
         engines::hipfile::buf_register(mem.base(), mem.len())?;
         registered = true;
     }
     let base = mem.base();
     let mut fixed_buffers = None;
-    let engine: Result<Box<dyn Engine>, String> = match plan.engine {
-        IoEngine::HipfileSync => Ok(Box::new(engines::hipfile::SyncEngine::new(
-            plan.fh, base, slot_bytes,
+    let engine: Result<Box<dyn Queue>, String> = match plan.engine {
+        Engine::HipfileSync => Ok(Box::new(engines::hipfile::SyncEngine::new(
+            base, slot_bytes,
         ))),
-        IoEngine::HipfileAsync => engines::hipfile::AsyncEngine::new(
-            plan.fh,
+        Engine::HipfileAsync => engines::hipfile::AsyncEngine::new(
             base,
             slot_bytes,
             plan.depth,
             &plan.gpu,
             plan.device,
-            plan.aligned,
+            plan.opts.bs.iter().all(|b| b % 4096 == 0)
+                && plan.files.iter().all(|f| f.start % 4096 == 0),
         )
-        .map(|e| Box::new(e) as Box<dyn Engine>),
-        IoEngine::HipfileBatch => {
-            engines::hipfile::BatchEngine::new(plan.fh, base, slot_bytes, plan.depth)
-                .map(|e| Box::new(e) as Box<dyn Engine>)
-        }
-        IoEngine::Posix => {
+        .map(|e| Box::new(e) as Box<dyn Queue>),
+        Engine::HipfileBatch => engines::hipfile::BatchEngine::new(base, slot_bytes, plan.depth)
+            .map(|e| Box::new(e) as Box<dyn Queue>),
+        Engine::Posix => {
             if mem.is_device() {
-                engines::posix::PosixEngine::device(
-                    plan.fd,
-                    base,
-                    slot_bytes,
-                    &plan.gpu,
-                    plan.device,
-                )
-                .map(|e| Box::new(e) as Box<dyn Engine>)
+                engines::posix::PosixEngine::device(base, slot_bytes, &plan.gpu, plan.device)
+                    .map(|e| Box::new(e) as Box<dyn Queue>)
             } else {
                 Ok(Box::new(engines::posix::PosixEngine::host(
-                    plan.fd, base, slot_bytes,
+                    base, slot_bytes,
                 )))
             }
         }
-        IoEngine::Raw => {
-            engines::raw::RawEngine::new(plan.fd, base, slot_bytes, plan.depth, plan.fixedbufs).map(
+        Engine::Raw => {
+            engines::raw::RawEngine::new(base, slot_bytes, plan.depth, plan.opts.fixedbufs).map(
                 |e| {
-                    fixed_buffers = plan.fixedbufs.then(|| e.uses_fixed_buffers());
-                    Box::new(e) as Box<dyn Engine>
+                    fixed_buffers = plan.opts.fixedbufs.then(|| e.uses_fixed_buffers());
+                    Box::new(e) as Box<dyn Queue>
                 },
             )
         }
-        IoEngine::Copy => {
+        Engine::Copy => {
             engines::copy::CopyEngine::new(&plan.gpu, plan.device, base, slot_bytes, plan.depth)
-                .map(|e| Box::new(e) as Box<dyn Engine>)
+                .map(|e| Box::new(e) as Box<dyn Queue>)
         }
     };
-    let engine = match engine {
-        Ok(e) => e,
+    match engine {
+        Ok(engine) => Ok(Setup {
+            mem,
+            engine,
+            registered,
+            fixed_buffers,
+        }),
         Err(e) => {
             if registered {
                 let _ = engines::hipfile::buf_deregister(base);
             }
-            return Err(format!("job {index}: {e}"));
+            Err(e)
         }
-    };
-    Ok(Setup {
-        mem,
-        engine,
-        registered,
-        fixed_buffers,
-    })
-}
-
-/// The region (sequential) or range (random) of job `index`, and its generator.
-pub fn generator(plan: &Plan, index: usize) -> (Gen, u64, u64) {
-    let seed = 0x5eed_0000_0000_0000 ^ index as u64;
-    if plan.random {
-        let (s, e) = (plan.range_start, plan.range_start + plan.range_len);
-        let ops = plan.per_job.div_ceil(plan.bs);
-        (
-            Gen::random(s, e, plan.bs, ops, plan.read_pct, plan.passes, seed),
-            s,
-            e,
-        )
-    } else {
-        let s = plan.range_start + index as u64 * plan.per_job;
-        let e = s + plan.per_job;
-        (
-            Gen::sequential(s, e, plan.bs, plan.read_pct, plan.passes, seed),
-            s,
-            e,
-        )
     }
 }
 
-/// Run job `index`: set up, wait at `start` with the others, run, wait at
-/// `finish` until every job's I/O is done, tear down. Both barriers are always
-/// reached, even when setup fails, so no job hangs.
+/// Run job `plan`: set up, wait at `start` with the others, run, wait at
+/// `finish` until every job's I/O is done, tear down. Both barriers are
+/// always reached, even when setup fails, so no job hangs.
 pub fn run(
-    plan: &Plan,
-    index: usize,
+    plan: &JobPlan,
     start: &Barrier,
     finish: &Barrier,
-    progress: &Progress,
+    live: &Live,
 ) -> Result<JobOutcome, JobError> {
-    let (mut gen, region_start, region_end) = generator(plan, index);
+    let first_offset = plan.files.first().map_or(0, |f| f.start);
+    let mut files = Files::new(plan);
     // A panic in setup must not leave the other jobs waiting at the barrier.
     let ready = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        setup(plan, index, region_start)
+        let s = setup(plan, first_offset)?;
+        // Files open before the clock starts unless the job opens them per
+        // I/O or may hold only some open at a time.
+        if plan.engine != Engine::Copy
+            && !plan.opts.open_per_io
+            && plan.shape.open_limit >= plan.files.len()
+        {
+            for f in 0..plan.files.len() {
+                files.ensure_open(f)?;
+            }
+        }
+        Ok::<Setup, String>(s)
     }))
-    .unwrap_or_else(|_| Err(format!("job {index}: setup panicked")));
+    .unwrap_or_else(|_| Err("setup panicked".into()));
     start.wait();
     let Setup {
         mut mem,
@@ -439,16 +465,19 @@ pub fn run(
     } = match ready {
         Ok(s) => s,
         Err(e) => {
+            live.finished.store(true, Ordering::Release);
+            live.served.notify_all();
             finish.wait();
-            return Err(e.into());
+            return Err(JobError::Io(format!("job {}: {e}", plan.index)));
         }
     };
-    let written = (plan.verify && plan.read_pct < 100)
-        .then(|| Written::new(region_start, region_end, plan.bs));
-    let r = run_loop(plan, &mut gen, &mut mem, engine.as_mut(), progress, written);
+    let r = Runner::new(plan, live).run(&mut files, &mut mem, engine.as_mut());
     let fin = engine.finish();
+    live.finished.store(true, Ordering::Release);
+    live.served.notify_all();
     finish.wait();
     drop(engine);
+    let closed = files.close_all();
     if registered {
         let d = engines::hipfile::buf_deregister(mem.base());
         if r.is_ok() && fin.is_ok() {
@@ -457,246 +486,549 @@ pub fn run(
     }
     let mut out = r?;
     fin?;
-    out.index = index;
+    closed?;
     out.fixed_buffers = fixed_buffers;
     Ok(out)
 }
 
-fn run_loop(
-    plan: &Plan,
-    gen: &mut Gen,
-    mem: &mut JobMem,
-    eng: &mut dyn Engine,
-    progress: &Progress,
-    mut written: Option<Written>,
-) -> Result<JobOutcome, JobError> {
-    let depth = plan.depth;
-    let mut clock = Clock {
-        t0: Instant::now(),
-        paused_ns: 0,
-    };
-    let mut stats = [DirStats::new(), DirStats::new()];
-    let mut free: Vec<usize> = (0..depth).rev().collect();
-    let mut slots: Vec<Option<InFlight>> = (0..depth).map(|_| None).collect();
-    let mut in_flight = 0usize;
-    let mut stopping = false;
-    let mut done: Vec<Done> = Vec::with_capacity(depth);
-    let mut last_completion = 0u64;
-    // Bandwidth samples: bytes and I/Os per direction at the last window edge.
-    let mut next_sample = plan.ramp_ns + SAMPLE_WINDOW_NS;
-    let mut at_last_sample = [(0u64, 0u64); 2];
+struct InFlight {
+    op: Op,
+    file: usize,
+    t_start: u64,
+    t_end: u64,
+}
 
-    let mut result: Result<(), JobError> = Ok(());
-    'run: loop {
-        if !stopping && plan.deadline_ns.is_some_and(|d| clock.now() >= d) {
-            stopping = true;
+/// Windowed bandwidth/IOPS sampling (fio's bw_avg_time, iops_avg_time, and
+/// log_avg_msec for those logs).
+struct Sampler {
+    period_ns: u64,
+    last_ns: u64,
+    /// Bytes and I/Os per direction at the last sample.
+    at_last: [(u64, u64); 2],
+}
+
+impl Sampler {
+    fn new(period_ms: u64, start_ns: u64) -> Sampler {
+        Sampler {
+            period_ns: period_ms.max(1) * 1_000_000,
+            last_ns: start_ns,
+            at_last: [(0, 0); 2],
         }
-        while !stopping {
-            let Some(&slot) = free.last() else { break };
-            let Some(op) = gen.next_op() else {
+    }
+
+    /// When a period has passed: (spent ns, per direction: byte and I/O deltas).
+    fn take(&mut self, now: u64, stats: &JobStats) -> Option<(u64, [(u64, u64); 2])> {
+        if now < self.last_ns + self.period_ns {
+            return None;
+        }
+        let spent = now - self.last_ns;
+        let mut d = [(0, 0); 2];
+        for (i, s) in stats.dirs.iter().enumerate() {
+            d[i] = (s.bytes - self.at_last[i].0, s.ios - self.at_last[i].1);
+            self.at_last[i] = (s.bytes, s.ios);
+        }
+        self.last_ns = now;
+        Some((spent, d))
+    }
+}
+
+struct Runner<'a> {
+    plan: &'a JobPlan,
+    live: &'a Live,
+    clock: Clock,
+    stats: JobStats,
+    gen: Gen,
+    written: HashMap<usize, Written>,
+    logs: Vec<Log>,
+    bw_sampler: Sampler,
+    iops_sampler: Sampler,
+    log_sampler: Option<Sampler>,
+    served_snapshot: u64,
+    last_completion: u64,
+}
+
+impl<'a> Runner<'a> {
+    fn new(plan: &'a JobPlan, live: &'a Live) -> Runner<'a> {
+        let o = &plan.opts;
+        let mut logs = Vec::new();
+        if let Some(p) = &o.write_bw_log {
+            logs.push(Log::new(LogKind::Bw, p, o.log_avg_msec));
+        }
+        if let Some(p) = &o.write_iops_log {
+            logs.push(Log::new(LogKind::Iops, p, o.log_avg_msec));
+        }
+        if let Some(p) = &o.write_lat_log {
+            for k in [LogKind::Lat, LogKind::Clat, LogKind::Slat] {
+                logs.push(Log::new(k, p, o.log_avg_msec));
+            }
+        }
+        let ramp = plan.ramp_ns;
+        Runner {
+            plan,
+            live,
+            clock: Clock {
+                t0: Instant::now(),
+                paused_ns: 0,
+            },
+            stats: JobStats::default(),
+            gen: Gen::new(plan.shape.clone()),
+            written: HashMap::new(),
+            bw_sampler: Sampler::new(o.bw_avg_msec, ramp),
+            iops_sampler: Sampler::new(o.iops_avg_msec, ramp),
+            log_sampler: (o.log_avg_msec > 0
+                && (o.write_bw_log.is_some() || o.write_iops_log.is_some()))
+            .then(|| Sampler::new(o.log_avg_msec, ramp)),
+            logs,
+            served_snapshot: 0,
+            last_completion: ramp,
+        }
+    }
+
+    fn paused<T>(&mut self, f: impl FnOnce() -> T) -> T {
+        let p0 = Instant::now();
+        let r = f();
+        self.clock.paused_ns += p0.elapsed().as_nanos() as u64;
+        r
+    }
+
+    fn run(
+        mut self,
+        files: &mut Files,
+        mem: &mut JobMem,
+        eng: &mut dyn Queue,
+    ) -> Result<JobOutcome, JobError> {
+        let plan = self.plan;
+        let o = &*plan.opts;
+        let depth = plan.depth;
+        let mut free: Vec<usize> = (0..depth).rev().collect();
+        let mut slots: Vec<Option<InFlight>> = (0..depth).map(|_| None).collect();
+        let mut in_flight = 0usize;
+        let mut stopping = false;
+        let mut draining = false;
+        let mut done: Vec<Done> = Vec::with_capacity(depth);
+        let low = o.iodepth_low.unwrap_or(depth as u64) as usize;
+        // I/Os per submission: all queued ones for the batch API (one
+        // hipFileBatchIOSubmit); otherwise fio's 1 (io_uring: each I/O its
+        // own io_uring_enter, as fio commits it; the other engines make one
+        // call per I/O anyway).
+        let batch = match (o.iodepth_batch_submit, plan.engine) {
+            (Some(n), _) => n.max(1) as usize,
+            (None, Engine::HipfileBatch) => usize::MAX,
+            (None, _) => 1,
+        };
+        let mut result: Result<(), JobError> = Ok(());
+
+        'run: loop {
+            if !stopping && plan.deadline_ns.is_some_and(|d| self.clock.now() >= d) {
                 stopping = true;
-                break;
-            };
-            free.pop();
-            if op.dir == Dir::Write {
-                if plan.verify {
-                    let p0 = Instant::now();
-                    let r = mem.store(slot, op.len, |b| pattern::fill(b, op.offset));
-                    clock.paused_ns += p0.elapsed().as_nanos() as u64;
-                    if let Err(e) = r {
+            }
+            if draining && in_flight <= low {
+                draining = false;
+            }
+            let mut queued = 0usize;
+            while !stopping && !draining {
+                let Some(&slot) = free.last() else { break };
+                let Some(next) = self.gen.next_op() else {
+                    stopping = true;
+                    break;
+                };
+                free.pop();
+                let t_start = self.clock.now();
+                let of = match files.ensure_open(next.file) {
+                    Ok(of) => of,
+                    Err(e) => {
+                        free.push(slot);
                         result = Err(e.into());
                         break 'run;
                     }
+                };
+                of.in_flight += 1;
+                let op = Op {
+                    dir: next.dir,
+                    offset: next.offset,
+                    len: next.len,
+                    fd: of.fd,
+                    fh: of.fh,
+                };
+                if op.dir == Dir::Write {
+                    of.written = true;
+                    files.written[next.file] = true;
+                    if o.verify {
+                        let r = self
+                            .paused(|| mem.store(slot, op.len, |b| pattern::fill(b, op.offset)));
+                        if let Err(e) = r {
+                            result = Err(e.into());
+                            break 'run;
+                        }
+                        let f = &plan.files[next.file];
+                        // Blocks of the smaller size: reads and writes may differ (bs=R,W).
+                        let unit = plan.shape.bs[0].min(plan.shape.bs[1]);
+                        self.written
+                            .entry(next.file)
+                            .or_insert_with(|| Written::new(f.start, f.start + f.len, unit))
+                            .mark(op.offset, op.len as u64);
+                    }
                 }
-                if let Some(w) = written.as_mut() {
-                    w.mark(op.offset);
-                }
-            }
-            let t_start = clock.now();
-            if let Err(e) = eng.submit(slot, op) {
-                free.push(slot);
-                result = Err(e.into());
-                break 'run;
-            }
-            let t_end = clock.now();
-            slots[slot] = Some(InFlight { op, t_start, t_end });
-            in_flight += 1;
-        }
-        if in_flight == 0 {
-            break;
-        }
-        done.clear();
-        if let Err(e) = eng.reap(1, &mut done) {
-            result = Err(e.into());
-            break;
-        }
-        let t_done = clock.now();
-        for d in done.drain(..) {
-            let Some(f) = slots[d.slot].take() else {
-                result = Err(JobError::Io(format!(
-                    "engine reported slot {} twice",
-                    d.slot
-                )));
-                break 'run;
-            };
-            in_flight -= 1;
-            free.push(d.slot);
-            let n = match d.result {
-                Ok(n) => n,
-                Err(e) => {
+                if let Err(e) = eng.submit(slot, op) {
+                    free.push(slot);
                     result = Err(e.into());
                     break 'run;
                 }
-            };
-            if n == 0 && f.op.len > 0 {
-                result = Err(JobError::Io(format!(
-                    "unexpected end of file at offset {} (the file is shorter than --offset + --size?)",
-                    f.op.offset
-                )));
-                break 'run;
-            }
-            let di = (f.op.dir == Dir::Write) as usize;
-            if t_done >= plan.ramp_ns {
-                stats[di].record(
-                    n as u64,
-                    n < f.op.len,
-                    f.t_end - f.t_start,
-                    t_done - f.t_end,
-                );
-                last_completion = t_done;
-                let ctr = if di == 0 {
-                    &progress.read_bytes
-                } else {
-                    &progress.write_bytes
-                };
-                ctr.fetch_add(n as u64, Ordering::Relaxed);
-            }
-            if plan.verify && f.op.dir == Dir::Read {
-                let p0 = Instant::now();
-                let bad = mem
-                    .fetch(d.slot, n)
-                    .map(|data| pattern::check(data, f.op.offset));
-                clock.paused_ns += p0.elapsed().as_nanos() as u64;
-                match bad {
-                    Ok(None) => {}
-                    Ok(Some((offset, got, want))) => {
-                        result = Err(JobError::Verify { offset, got, want });
+                let t_end = self.clock.now();
+                slots[slot] = Some(InFlight {
+                    op,
+                    file: next.file,
+                    t_start,
+                    t_end,
+                });
+                in_flight += 1;
+                queued += 1;
+                if t_end >= plan.ramp_ns {
+                    self.stats.depth_map[depth_bucket(in_flight as u64)] += 1;
+                }
+                if queued >= batch {
+                    if let Err(e) = self.commit(eng, queued) {
+                        result = Err(e);
                         break 'run;
                     }
-                    Err(e) => {
-                        result = Err(e.into());
-                        break 'run;
+                    queued = 0;
+                }
+            }
+            if queued > 0 {
+                if let Err(e) = self.commit(eng, queued) {
+                    result = Err(e);
+                    break 'run;
+                }
+            }
+            if in_flight >= depth {
+                draining = true;
+            }
+            if in_flight == 0 {
+                break;
+            }
+            done.clear();
+            let min = (o.iodepth_batch_complete_min as usize).clamp(1, in_flight);
+            if let Err(e) = eng.reap(min, &mut done) {
+                result = Err(e.into());
+                break;
+            }
+            self.stats.complete_map[count_bucket(done.len() as u64)] += 1;
+            self.stats.total_complete += 1;
+            for d in done.drain(..) {
+                let Some(f) = slots.get_mut(d.slot).and_then(Option::take) else {
+                    result = Err(JobError::Io(format!(
+                        "engine reported slot {} that has no I/O",
+                        d.slot
+                    )));
+                    break 'run;
+                };
+                in_flight -= 1;
+                free.push(d.slot);
+                if let Err(e) = self.complete(files, mem, &f, d.slot, d.result) {
+                    result = Err(e);
+                    break 'run;
+                }
+            }
+            let now = self.clock.now();
+            self.sample(now);
+            if let Err(e) = self.maybe_sync(files, mem, eng, &mut slots, &mut free, &mut in_flight)
+            {
+                result = Err(e);
+                break;
+            }
+            let want = self.live.want.load(Ordering::Acquire);
+            if want != self.served_snapshot {
+                self.served_snapshot = want;
+                self.live.publish(want, &self.stats);
+            }
+        }
+        if result.is_err() {
+            // Let every I/O still in flight finish before the buffers go away.
+            let mut tries = 0;
+            while in_flight > 0 && tries < 1_000_000 {
+                tries += 1;
+                done.clear();
+                if eng.reap(1, &mut done).is_err() {
+                    break;
+                }
+                in_flight = in_flight.saturating_sub(done.len());
+            }
+        }
+        result?;
+        self.end_fsync(files)?;
+        let end = self.clock.now();
+        let runtime_ns = self.last_completion.saturating_sub(plan.ramp_ns);
+        for s in self.stats.dirs.iter_mut() {
+            s.runtime_ns = if s.ios > 0 { runtime_ns } else { 0 };
+        }
+        let end_ms = end / 1_000_000;
+        for l in self.logs.iter_mut() {
+            l.finish(end_ms);
+        }
+        self.live.publish(u64::MAX, &self.stats);
+        let written = self
+            .written
+            .iter()
+            .map(|(&f, w)| (plan.files[f].path.clone(), w.ranges()))
+            .collect();
+        Ok(JobOutcome {
+            stats: self.stats,
+            runtime_ns,
+            verify_ns: self.clock.paused_ns,
+            written,
+            fixed_buffers: None,
+            logs: self.logs,
+        })
+    }
+
+    /// Hand `n` queued I/Os to the engine (one fio "submit").
+    fn commit(&mut self, eng: &mut dyn Queue, n: usize) -> Result<(), JobError> {
+        eng.flush()?;
+        self.stats.submit_map[count_bucket(n as u64)] += 1;
+        self.stats.total_submit += 1;
+        Ok(())
+    }
+
+    /// Account one finished I/O.
+    fn complete(
+        &mut self,
+        files: &mut Files,
+        mem: &mut JobMem,
+        f: &InFlight,
+        slot: usize,
+        result: Result<usize, String>,
+    ) -> Result<(), JobError> {
+        let plan = self.plan;
+        let o = &*plan.opts;
+        let n = result?;
+        let path = &plan.files[f.file].path;
+        if n == 0 && f.op.len > 0 {
+            return Err(JobError::Io(format!(
+                "unexpected end of file in {path} at offset {} (the file is shorter than offset + size?)",
+                f.op.offset
+            )));
+        }
+        if let Some(of) = files.open[f.file].as_mut() {
+            of.in_flight -= 1;
+            if f.op.dir == Dir::Write {
+                of.writes_since_sync += 1;
+            }
+        }
+        // The file is done with: per-I/O opens close now; a finished file
+        // closes when the job may hold only some files open.
+        let idle = files.open[f.file]
+            .as_ref()
+            .is_some_and(|of| of.in_flight == 0);
+        if idle
+            && (o.open_per_io
+                || (plan.shape.open_limit < plan.files.len() && self.gen.is_done(f.file)))
+        {
+            files.close(f.file)?;
+        }
+        let t_done = self.clock.now();
+        if plan.opts.verify && f.op.dir == Dir::Read {
+            let bad = self.paused(|| {
+                mem.fetch(slot, n)
+                    .map(|data| pattern::check(data, f.op.offset))
+            });
+            match bad {
+                Ok(None) => {}
+                Ok(Some((offset, got, want))) => {
+                    return Err(JobError::Verify {
+                        path: path.clone(),
+                        offset,
+                        got,
+                        want,
+                    })
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if t_done < plan.ramp_ns {
+            return Ok(());
+        }
+        let di = (f.op.dir == Dir::Write) as usize;
+        let slat = f.t_end - f.t_start;
+        let clat = t_done - f.t_end;
+        let lat = t_done - f.t_start;
+        let s = &mut self.stats.dirs[di];
+        s.bytes += n as u64;
+        s.ios += 1;
+        if n < f.op.len {
+            s.short_ios += 1;
+        }
+        if plan.engine.has_slat() && !o.disable_slat {
+            s.slat.add(slat);
+        }
+        if !o.disable_clat {
+            s.clat.add(clat);
+        }
+        if !o.disable_lat {
+            s.lat.add(lat);
+        }
+        if !o.disable_clat {
+            self.stats.mark_latency(clat);
+        }
+        self.last_completion = t_done;
+        let ctr = if di == 0 {
+            &self.live.read_bytes
+        } else {
+            &self.live.write_bytes
+        };
+        ctr.fetch_add(n as u64, Ordering::Relaxed);
+        let t_ms = t_done / 1_000_000;
+        let has_slat = plan.engine.has_slat();
+        for l in self.logs.iter_mut() {
+            let v = match l.kind {
+                LogKind::Lat => Some(lat),
+                LogKind::Clat => Some(clat),
+                LogKind::Slat => has_slat.then_some(slat),
+                // fio's per-I/O bandwidth: bytes * 10^6 / completion ns.
+                LogKind::Bw if !l.windowed() => {
+                    Some((n as u64 * 1_000_000).checked_div(clat).unwrap_or(0))
+                }
+                LogKind::Iops if !l.windowed() => Some(1),
+                _ => None,
+            };
+            if let Some(v) = v {
+                l.add(t_ms, v, di as u8, n as u64, f.op.offset);
+            }
+        }
+        Ok(())
+    }
+
+    /// Close the sampling windows that have passed.
+    fn sample(&mut self, now: u64) {
+        if now < self.plan.ramp_ns || self.plan.opts.disable_bw {
+            return;
+        }
+        if let Some((spent, d)) = self.bw_sampler.take(now, &self.stats) {
+            for (i, (bytes, _)) in d.iter().enumerate() {
+                if *bytes > 0 {
+                    let kib_s = (*bytes as u128 * 1_000_000_000 / spent as u128 / 1024) as u64;
+                    self.stats.dirs[i].bw_samples.add(kib_s);
+                }
+            }
+        }
+        if let Some((spent, d)) = self.iops_sampler.take(now, &self.stats) {
+            for (i, (_, ios)) in d.iter().enumerate() {
+                if *ios > 0 {
+                    let iops = (*ios as u128 * 1_000_000_000 / spent as u128) as u64;
+                    self.stats.dirs[i].iops_samples.add(iops);
+                }
+            }
+        }
+        if let Some(s) = self.log_sampler.as_mut() {
+            if let Some((spent, d)) = s.take(now, &self.stats) {
+                let t_ms = now / 1_000_000;
+                for l in self.logs.iter_mut() {
+                    for (i, (bytes, ios)) in d.iter().enumerate() {
+                        let v = match l.kind {
+                            LogKind::Bw => *bytes as u128 * 1_000_000_000 / spent as u128 / 1024,
+                            LogKind::Iops => *ios as u128 * 1_000_000_000 / spent as u128,
+                            _ => continue,
+                        };
+                        if *ios > 0 {
+                            l.push_window(t_ms, v as u64, i as u8);
+                        }
                     }
                 }
             }
         }
-        // Close every sampling window that has passed (fio's bw/iops samples).
-        while t_done >= next_sample {
-            for (i, s) in stats.iter_mut().enumerate() {
-                let (b0, n0) = at_last_sample[i];
-                let secs = SAMPLE_WINDOW_NS as f64 / 1e9;
-                s.bw_samples.push((s.bytes - b0) as f64 / secs);
-                s.iops_samples.push((s.ios - n0) as f64 / secs);
-                at_last_sample[i] = (s.bytes, s.ios);
-            }
-            next_sample += SAMPLE_WINDOW_NS;
-        }
     }
-    if result.is_err() {
-        // Let every I/O still in flight finish before the buffers go away.
-        let mut spins = 0;
-        while in_flight > 0 && spins < 1_000_000 {
-            spins += 1;
+
+    /// fsync=N / fdatasync=N: after N writes to a file, let every I/O in
+    /// flight finish, then sync that file (timed as fio's `sync` latency).
+    #[allow(clippy::too_many_arguments)]
+    fn maybe_sync(
+        &mut self,
+        files: &mut Files,
+        mem: &mut JobMem,
+        eng: &mut dyn Queue,
+        slots: &mut [Option<InFlight>],
+        free: &mut Vec<usize>,
+        in_flight: &mut usize,
+    ) -> Result<(), JobError> {
+        let o = &*self.plan.opts;
+        let (every, data_only) = if o.fsync > 0 {
+            (o.fsync, false)
+        } else if o.fdatasync > 0 {
+            (o.fdatasync, true)
+        } else {
+            return Ok(());
+        };
+        let due: Vec<usize> = files
+            .open
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.as_ref().is_some_and(|f| f.writes_since_sync >= every))
+            .map(|(i, _)| i)
+            .collect();
+        if due.is_empty() {
+            return Ok(());
+        }
+        let mut done = Vec::new();
+        while *in_flight > 0 {
             done.clear();
-            if eng.reap(1, &mut done).is_err() {
-                break;
+            eng.reap(1, &mut done)?;
+            for d in done.drain(..) {
+                if let Some(f) = slots.get_mut(d.slot).and_then(Option::take) {
+                    *in_flight -= 1;
+                    free.push(d.slot);
+                    self.complete(files, mem, &f, d.slot, d.result)?;
+                }
             }
-            in_flight = in_flight.saturating_sub(done.len());
         }
-    }
-    result?;
-    let runtime_ns = last_completion.saturating_sub(plan.ramp_ns);
-    // A run shorter than one window still gets one sample: its average.
-    for s in stats.iter_mut() {
-        if s.bw_samples.is_empty() && s.ios > 0 && runtime_ns > 0 {
-            s.bw_samples.push(s.bw_bytes(runtime_ns));
-            s.iops_samples.push(s.iops(runtime_ns));
+        for f in due {
+            let Some(of) = files.open[f].as_mut() else {
+                continue;
+            };
+            let t0 = self.clock.now();
+            Files::sync_one(of.fd, data_only)?;
+            let t1 = self.clock.now();
+            of.writes_since_sync = 0;
+            if t1 >= self.plan.ramp_ns {
+                self.stats.sync.add(t1 - t0);
+                self.last_completion = t1;
+            }
         }
+        Ok(())
     }
-    let [read, write] = stats;
-    Ok(JobOutcome {
-        index: 0,
-        read,
-        write,
-        runtime_ns,
-        verify_ns: clock.paused_ns,
-        written,
-        fixed_buffers: None,
-    })
+
+    /// end_fsync: sync every file the job wrote; the time counts in the run.
+    fn end_fsync(&mut self, files: &mut Files) -> Result<(), JobError> {
+        if !self.plan.opts.end_fsync {
+            return Ok(());
+        }
+        for f in 0..files.written.len() {
+            if !files.written[f] {
+                continue;
+            }
+            let t0 = self.clock.now();
+            let of = files.ensure_open(f)?;
+            Files::sync_one(of.fd, false)?;
+            let t1 = self.clock.now();
+            self.stats.sync.add(t1 - t0);
+            self.last_completion = self.last_completion.max(t1);
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn drain(g: &mut Gen) -> Vec<Op> {
-        let mut v = Vec::new();
-        while let Some(op) = g.next_op() {
-            v.push(op);
-            assert!(v.len() < 100_000);
-        }
-        v
-    }
-
-    #[test]
-    fn sequential_covers_the_region_per_pass() {
-        let mut g = Gen::sequential(1000, 1000 + 10 * 4096 + 100, 4096, 100, Some(2), 1);
-        let ops = drain(&mut g);
-        assert_eq!(ops.len(), 22);
-        assert_eq!(ops[0].offset, 1000);
-        assert_eq!(ops[10].offset, 1000 + 10 * 4096);
-        assert_eq!(ops[10].len, 100);
-        assert_eq!(ops[11].offset, 1000);
-        assert!(ops.iter().all(|o| o.dir == Dir::Read));
-    }
-
-    #[test]
-    fn random_stays_in_range_on_block_boundaries() {
-        let mut g = Gen::random(4096, 4096 + 64 * 4096, 4096, 64, 0, Some(3), 7);
-        let ops = drain(&mut g);
-        assert_eq!(ops.len(), 192);
-        assert!(ops.iter().all(|o| o.offset >= 4096
-            && o.offset < 4096 + 64 * 4096
-            && o.offset % 4096 == 0
-            && o.len == 4096));
-        assert!(ops.iter().all(|o| o.dir == Dir::Write));
-        // Not all the same block.
-        assert!(ops.iter().any(|o| o.offset != ops[0].offset));
-    }
-
-    #[test]
-    fn mixed_direction_follows_the_percentage() {
-        let mut g = Gen::sequential(0, 1 << 30, 4096, 70, Some(1), 3);
-        let ops: Vec<Op> = (0..10_000).map(|_| g.next_op().unwrap()).collect();
-        let reads = ops.iter().filter(|o| o.dir == Dir::Read).count();
-        assert!((6500..7500).contains(&reads), "{reads} reads of 10000");
-    }
-
-    #[test]
-    fn time_based_never_ends_by_itself() {
-        let mut g = Gen::sequential(0, 8192, 4096, 100, None, 3);
-        for _ in 0..1000 {
-            assert!(g.next_op().is_some());
-        }
-    }
-
     #[test]
     fn written_ranges_merge() {
         let mut w = Written::new(100, 100 + 10 * 10 + 5, 10);
         for off in [100, 110, 130, 200] {
-            w.mark(off);
+            w.mark(off, 10);
         }
-        w.mark(205);
         assert_eq!(w.ranges(), vec![(100, 120), (130, 140), (200, 205)]);
+        // A write larger than a block marks every block it covers.
+        let mut w = Written::new(0, 100, 10);
+        w.mark(20, 25);
+        assert_eq!(w.ranges(), vec![(20, 50)]);
     }
 }

@@ -98,9 +98,10 @@ pub fn file_size(path: &str) -> io::Result<Option<u64>> {
 const LAYOUT_CHUNK_BYTES: usize = 8 << 20;
 
 /// Make sure `path` holds at least `end` bytes of pattern: create the file, or
-/// extend it from its current size, with large buffered writes and one
-/// fdatasync. Returns the bytes written (0 when the file was big enough).
-pub fn ensure_file(path: &str, end: u64) -> io::Result<u64> {
+/// extend it from its current size, with large buffered writes, then (with
+/// `sync`) one fdatasync. Returns the bytes written (0 when the file was big
+/// enough).
+pub fn ensure_file(path: &str, end: u64, sync: bool) -> io::Result<u64> {
     let have = file_size(path)?.unwrap_or(0);
     if have >= end {
         return Ok(0);
@@ -117,14 +118,15 @@ pub fn ensure_file(path: &str, end: u64) -> io::Result<u64> {
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
-    let r = write_pattern(fd, have, end);
+    let r = write_pattern(fd, have, end, sync);
     // SAFETY: fd is ours and open.
     unsafe { libc::close(fd) };
     r.map(|_| end - have)
 }
 
-/// Write the pattern for `[from, end)` at those offsets of `fd`, then fdatasync.
-fn write_pattern(fd: RawFd, from: u64, end: u64) -> io::Result<()> {
+/// Write the pattern for `[from, end)` at those offsets of `fd`, then
+/// (with `sync`) fdatasync.
+fn write_pattern(fd: RawFd, from: u64, end: u64, sync: bool) -> io::Result<()> {
     let mut buf = vec![0u8; LAYOUT_CHUNK_BYTES];
     let mut pos = from;
     while pos < end {
@@ -159,27 +161,17 @@ fn write_pattern(fd: RawFd, from: u64, end: u64) -> io::Result<()> {
         pos += n as u64;
     }
     // SAFETY: fdatasync only names a descriptor.
-    if unsafe { libc::fdatasync(fd) } != 0 {
+    if sync && unsafe { libc::fdatasync(fd) } != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
 }
 
-/// How much of a file range the page cache held after `invalidate`.
+/// How much of a file range the page cache holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CacheState {
     pub resident_pages: u64,
     pub total_pages: u64,
-}
-
-impl CacheState {
-    pub fn percent(&self) -> f64 {
-        if self.total_pages == 0 {
-            0.0
-        } else {
-            100.0 * self.resident_pages as f64 / self.total_pages as f64
-        }
-    }
 }
 
 fn page_bytes() -> u64 {
@@ -225,6 +217,64 @@ pub fn invalidate(path: &str, offset: u64, len: u64) -> io::Result<Option<CacheS
     Ok(state)
 }
 
+/// fio's `pre_read=1`: read the range once (buffered), so the page cache holds it.
+pub fn pre_read(path: &str, offset: u64, len: u64) -> io::Result<()> {
+    let c = cpath(path)?;
+    // SAFETY: NUL-terminated path.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is ours; WILLNEED only starts readahead.
+    unsafe {
+        libc::posix_fadvise(
+            fd,
+            offset as libc::off_t,
+            len as libc::off_t,
+            libc::POSIX_FADV_WILLNEED,
+        )
+    };
+    let mut buf = vec![0u8; LAYOUT_CHUNK_BYTES];
+    let mut pos = offset;
+    let end = offset + len;
+    let mut res = Ok(());
+    while pos < end {
+        let n = ((end - pos) as usize).min(buf.len());
+        // SAFETY: buf has n writable bytes.
+        let r = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), n, pos as libc::off_t) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            res = Err(e);
+            break;
+        }
+        if r == 0 {
+            break;
+        }
+        pos += r as u64;
+    }
+    // SAFETY: fd is ours.
+    unsafe { libc::close(fd) };
+    res
+}
+
+/// The page-cache residency of a file range (mincore), or None when it
+/// cannot be told (the file cannot be mapped, e.g. a block device).
+pub fn residency(path: &str, offset: u64, len: u64) -> Option<CacheState> {
+    let c = cpath(path).ok()?;
+    // SAFETY: NUL-terminated path.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    let st = resident(fd, offset, len).ok();
+    // SAFETY: fd is ours.
+    unsafe { libc::close(fd) };
+    st
+}
+
 /// Pages of `fd`'s `[offset, offset + len)` in the page cache (mincore over a
 /// read-only mapping, 1 GiB at a time; the mapping is never touched).
 pub fn resident(fd: RawFd, offset: u64, len: u64) -> io::Result<CacheState> {
@@ -236,7 +286,7 @@ pub fn resident(fd: RawFd, offset: u64, len: u64) -> io::Result<CacheState> {
         resident_pages: 0,
         total_pages: 0,
     };
-    let mut vec = vec![0u8; (window / page) as usize];
+    let mut vec = vec![0u8; (end.saturating_sub(start).min(window)).div_ceil(page) as usize];
     let mut pos = start;
     while pos < end {
         let n = (end - pos).min(window);
@@ -330,9 +380,9 @@ mod tests {
         let p = path.to_str().unwrap();
         let _ = std::fs::remove_file(p);
         assert_eq!(file_size(p).unwrap(), None);
-        assert_eq!(ensure_file(p, 100_000).unwrap(), 100_000);
-        assert_eq!(ensure_file(p, 50_000).unwrap(), 0);
-        assert_eq!(ensure_file(p, 9 << 20).unwrap(), (9 << 20) - 100_000);
+        assert_eq!(ensure_file(p, 100_000, true).unwrap(), 100_000);
+        assert_eq!(ensure_file(p, 50_000, true).unwrap(), 0);
+        assert_eq!(ensure_file(p, 9 << 20, false).unwrap(), (9 << 20) - 100_000);
         let data = std::fs::read(p).unwrap();
         assert_eq!(data.len(), 9 << 20);
         assert_eq!(check(&data, 0), None);

@@ -58,6 +58,8 @@ fn read_by_code() -> BTreeSet<String> {
         "ffi/tests",
         "bench/src",
         "tools",
+        "gds/src",
+        "cufile/src",
     ] {
         rust_files(&repo().join(d), &mut files);
     }

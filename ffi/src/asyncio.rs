@@ -3,6 +3,7 @@
 //! handling. The design (what is enqueued on the stream, and why releasing a
 //! parked stream never needs a GPU call) is in `hipfile_engine::streamops`.
 
+use crate::passthrough::{self, passthrough};
 use crate::types::HipFileError;
 use crate::{guard, inval, prepare};
 use hipfile_engine::error::Error;
@@ -115,6 +116,19 @@ pub unsafe extern "C" fn hipFileReadAsync(
     bytes_read_p: *mut isize,
     stream: *mut c_void,
 ) -> HipFileError {
+    passthrough!("hipFileReadAsync", |cu| {
+        passthrough::io_async(
+            cu,
+            false,
+            fh,
+            buffer_base,
+            size_p,
+            file_offset_p,
+            buffer_offset_p,
+            bytes_read_p,
+            stream,
+        )
+    });
     guard("hipFileReadAsync", || {
         // SAFETY: arguments are the caller's, checked inside.
         unsafe {
@@ -152,6 +166,19 @@ pub unsafe extern "C" fn hipFileWriteAsync(
     bytes_written_p: *mut isize,
     stream: *mut c_void,
 ) -> HipFileError {
+    passthrough!("hipFileWriteAsync", |cu| {
+        passthrough::io_async(
+            cu,
+            true,
+            fh,
+            buffer_base,
+            size_p,
+            file_offset_p,
+            buffer_offset_p,
+            bytes_written_p,
+            stream,
+        )
+    });
     guard("hipFileWriteAsync", || {
         // SAFETY: arguments are the caller's, checked inside.
         unsafe {
@@ -171,6 +198,9 @@ pub unsafe extern "C" fn hipFileWriteAsync(
 
 #[no_mangle]
 pub extern "C" fn hipFileStreamRegister(stream: *mut c_void, flags: c_uint) -> HipFileError {
+    passthrough!("hipFileStreamRegister", |cu| {
+        passthrough::stream_register(cu, stream, flags)
+    });
     guard("hipFileStreamRegister", || {
         if flags & !FLAGS_MASK != 0 {
             return Err(inval());
@@ -195,6 +225,9 @@ pub extern "C" fn hipFileStreamRegister(stream: *mut c_void, flags: c_uint) -> H
 
 #[no_mangle]
 pub extern "C" fn hipFileStreamDeregister(stream: *mut c_void) -> HipFileError {
+    passthrough!("hipFileStreamDeregister", |cu| {
+        passthrough::stream_deregister(cu, stream)
+    });
     guard("hipFileStreamDeregister", || {
         let d = driver();
         if d.write().streams.remove(&(stream as usize)).is_none() {

@@ -87,7 +87,7 @@ pub(crate) fn to_ssize(r: Result<usize, Error>) -> isize {
 }
 
 /// What an entry point returns when it cannot run at all: after a panic inside it.
-pub(crate) trait Unavailable {
+pub trait Unavailable {
     fn unavailable() -> Self;
 }
 
@@ -119,7 +119,7 @@ impl Unavailable for () {
 /// The boundary every entry point runs inside: runs `f`, and turns a panic
 /// into `T::unavailable()` with a log line, so that no panic unwinds into C.
 /// (A forked child is served by a fresh driver: see `hipfile_engine::fork`.)
-pub(crate) fn boundary<T: Unavailable>(name: &str, f: impl FnOnce() -> T) -> T {
+pub fn boundary<T: Unavailable>(name: &str, f: impl FnOnce() -> T) -> T {
     // The C library's logger, unless the host process set one (a Rust
     // program that links the library routes our lines through its own).
     static LOGGER: std::sync::Once = std::sync::Once::new();

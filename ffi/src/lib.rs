@@ -10,6 +10,7 @@
 mod asyncio;
 mod errors;
 mod params;
+pub mod passthrough;
 pub mod types;
 
 use hipfile_engine::batch::{self, Batch, BatchEntry};
@@ -25,7 +26,9 @@ use std::time::Duration;
 use types::*;
 
 pub use errors::op_error_string;
-pub(crate) use errors::{boundary, guard, guard_ssize};
+pub use errors::{boundary, Unavailable};
+pub(crate) use errors::{guard, guard_ssize};
+use passthrough::passthrough;
 
 const HANDLE_TYPE_OPAQUE_FD: i32 = 1;
 const BATCH_MODE: i32 = 1;
@@ -108,6 +111,9 @@ pub unsafe extern "C" fn hipFileHandleRegister(
     fh: *mut *mut c_void,
     descr: *mut HipFileDescr,
 ) -> HipFileError {
+    passthrough!("hipFileHandleRegister", |cu| {
+        passthrough::handle_register(cu, fh, descr.cast())
+    });
     guard("hipFileHandleRegister", || {
         if fh.is_null() || descr.is_null() {
             return Err(inval());
@@ -132,6 +138,9 @@ pub unsafe extern "C" fn hipFileHandleRegister(
 
 #[no_mangle]
 pub extern "C" fn hipFileHandleDeregister(fh: *mut c_void) {
+    passthrough!("hipFileHandleDeregister", |cu| {
+        passthrough::handle_deregister(cu, fh)
+    });
     boundary("hipFileHandleDeregister", || {
         if !fh.is_null() {
             driver().deregister_handle(fh as usize);
@@ -149,6 +158,9 @@ pub extern "C" fn hipFileBufRegister(
     length: usize,
     flags: c_int,
 ) -> HipFileError {
+    passthrough!("hipFileBufRegister", |cu| {
+        passthrough::buf_register(cu, buffer_base, length, flags)
+    });
     guard("hipFileBufRegister", || {
         let r = driver().register_buffer(buffer_base as u64, length as u64, flags);
         if r == Err(OpError::MemoryAlreadyRegistered.into()) {
@@ -166,6 +178,9 @@ pub extern "C" fn hipFileBufRegister(
 
 #[no_mangle]
 pub extern "C" fn hipFileBufDeregister(buffer_base: *const c_void) -> HipFileError {
+    passthrough!("hipFileBufDeregister", |cu| {
+        passthrough::buf_deregister(cu, buffer_base)
+    });
     guard("hipFileBufDeregister", || {
         let d = driver();
         if d.use_count() == 0 {
@@ -284,6 +299,9 @@ pub extern "C" fn hipFileRead(
     file_offset: i64,
     buffer_offset: i64,
 ) -> isize {
+    passthrough!("hipFileRead", |cu| {
+        passthrough::read(cu, fh, buffer_base, size, file_offset, buffer_offset)
+    });
     sync_io(
         "hipFileRead",
         fh,
@@ -303,6 +321,9 @@ pub extern "C" fn hipFileWrite(
     file_offset: i64,
     buffer_offset: i64,
 ) -> isize {
+    passthrough!("hipFileWrite", |cu| {
+        passthrough::write(cu, fh, buffer_base, size, file_offset, buffer_offset)
+    });
     sync_io(
         "hipFileWrite",
         fh,
@@ -319,6 +340,7 @@ pub extern "C" fn hipFileWrite(
 
 #[no_mangle]
 pub extern "C" fn hipFileDriverOpen() -> HipFileError {
+    passthrough!("hipFileDriverOpen", |cu| { passthrough::driver_open(cu) });
     guard("hipFileDriverOpen", || {
         let r = driver().open();
         if r.is_ok() {
@@ -330,6 +352,7 @@ pub extern "C" fn hipFileDriverOpen() -> HipFileError {
 
 #[no_mangle]
 pub extern "C" fn hipFileDriverClose() -> HipFileError {
+    passthrough!("hipFileDriverClose", |cu| { passthrough::driver_close(cu) });
     guard("hipFileDriverClose", || {
         let r = driver().close();
         if r.is_ok() {
@@ -341,6 +364,7 @@ pub extern "C" fn hipFileDriverClose() -> HipFileError {
 
 #[no_mangle]
 pub extern "C" fn hipFileUseCount() -> i64 {
+    passthrough!("hipFileUseCount", |cu| { passthrough::use_count(cu) });
     boundary("hipFileUseCount", || driver().use_count())
 }
 
@@ -378,6 +402,9 @@ pub unsafe extern "C" fn hipFileBatchIOSetUp(
     batch_idp: *mut *mut c_void,
     max_nr: c_uint,
 ) -> HipFileError {
+    passthrough!("hipFileBatchIOSetUp", |cu| {
+        passthrough::batch_set_up(cu, batch_idp, max_nr)
+    });
     guard("hipFileBatchIOSetUp", || {
         if batch_idp.is_null() {
             return Err(inval());
@@ -412,6 +439,9 @@ pub unsafe extern "C" fn hipFileBatchIOSubmit(
     iocbp: *mut HipFileIoParams,
     _flags: c_uint,
 ) -> HipFileError {
+    passthrough!("hipFileBatchIOSubmit", |cu| {
+        passthrough::batch_submit(cu, batch_idp, nr, iocbp, _flags)
+    });
     guard("hipFileBatchIOSubmit", || {
         let b = batch_of("hipFileBatchIOSubmit", batch_idp)?;
         if nr == 0 {
@@ -480,6 +510,9 @@ pub unsafe extern "C" fn hipFileBatchIOGetStatus(
     iocbp: *mut HipFileIoEvents,
     timeout: *mut libc::timespec,
 ) -> HipFileError {
+    passthrough!("hipFileBatchIOGetStatus", |cu| {
+        passthrough::batch_get_status(cu, batch_idp, min_nr, nr, iocbp, timeout)
+    });
     guard("hipFileBatchIOGetStatus", || {
         let b = batch_of("hipFileBatchIOGetStatus", batch_idp)?;
         if nr.is_null() {
@@ -522,6 +555,9 @@ pub unsafe extern "C" fn hipFileBatchIOGetStatus(
 
 #[no_mangle]
 pub extern "C" fn hipFileBatchIOCancel(batch_idp: *mut c_void) -> HipFileError {
+    passthrough!("hipFileBatchIOCancel", |cu| {
+        passthrough::batch_cancel(cu, batch_idp)
+    });
     guard("hipFileBatchIOCancel", || {
         batch_of("hipFileBatchIOCancel", batch_idp)?.cancel();
         stats::event(Event::BatchCancel);
@@ -531,6 +567,9 @@ pub extern "C" fn hipFileBatchIOCancel(batch_idp: *mut c_void) -> HipFileError {
 
 #[no_mangle]
 pub extern "C" fn hipFileBatchIODestroy(batch_idp: *mut c_void) {
+    passthrough!("hipFileBatchIODestroy", |cu| {
+        passthrough::batch_destroy(cu, batch_idp)
+    });
     boundary("hipFileBatchIODestroy", || {
         if batch_idp.is_null() {
             return;

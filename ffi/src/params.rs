@@ -2,6 +2,7 @@
 //! stages values while the driver is closed (5026 while open), `Get*` reads the
 //! staged or live value, and the final close resets everything to defaults.
 
+use crate::passthrough::{self, passthrough};
 use crate::types::{HipFileDriverProps, HipFileError};
 use crate::{guard, inval};
 use hipfile_engine::config::{param, BOOL_PARAMS, SIZE_T_PARAMS, STRING_PARAMS};
@@ -39,6 +40,9 @@ fn index(param: c_int, count: usize) -> Result<usize, Error> {
 pub unsafe extern "C" fn hipFileDriverGetProperties(
     props: *mut HipFileDriverProps,
 ) -> HipFileError {
+    passthrough!("hipFileDriverGetProperties", |cu| {
+        passthrough::driver_get_properties(cu, props)
+    });
     guard("hipFileDriverGetProperties", || {
         if props.is_null() {
             return Err(inval());
@@ -92,6 +96,9 @@ fn driver_set(f: impl FnOnce(&mut hipfile_engine::config::Params)) -> Result<(),
 
 #[no_mangle]
 pub extern "C" fn hipFileDriverSetPollMode(poll: bool, poll_threshold_size: usize) -> HipFileError {
+    passthrough!("hipFileDriverSetPollMode", |cu| {
+        passthrough::driver_set_poll_mode(cu, poll, poll_threshold_size)
+    });
     guard("hipFileDriverSetPollMode", || {
         driver_set(|p| {
             p.bools[param::B_PROPERTIES_USE_POLL_MODE] = poll;
@@ -102,6 +109,9 @@ pub extern "C" fn hipFileDriverSetPollMode(poll: bool, poll_threshold_size: usiz
 
 #[no_mangle]
 pub extern "C" fn hipFileDriverSetMaxDirectIOSize(max_direct_io_size: usize) -> HipFileError {
+    passthrough!("hipFileDriverSetMaxDirectIOSize", |cu| {
+        passthrough::driver_set_max_direct_io_size(cu, max_direct_io_size)
+    });
     guard("hipFileDriverSetMaxDirectIOSize", || {
         driver_set(|p| {
             p.size_t[param::PROPERTIES_MAX_DIRECT_IO_SIZE_KB] = max_direct_io_size as u64
@@ -111,6 +121,9 @@ pub extern "C" fn hipFileDriverSetMaxDirectIOSize(max_direct_io_size: usize) -> 
 
 #[no_mangle]
 pub extern "C" fn hipFileDriverSetMaxCacheSize(max_cache_size: usize) -> HipFileError {
+    passthrough!("hipFileDriverSetMaxCacheSize", |cu| {
+        passthrough::driver_set_max_cache_size(cu, max_cache_size)
+    });
     guard("hipFileDriverSetMaxCacheSize", || {
         driver_set(|p| p.size_t[param::PROPERTIES_MAX_DEVICE_CACHE_SIZE_KB] = max_cache_size as u64)
     })
@@ -118,6 +131,9 @@ pub extern "C" fn hipFileDriverSetMaxCacheSize(max_cache_size: usize) -> HipFile
 
 #[no_mangle]
 pub extern "C" fn hipFileDriverSetMaxPinnedMemSize(max_pinned_size: usize) -> HipFileError {
+    passthrough!("hipFileDriverSetMaxPinnedMemSize", |cu| {
+        passthrough::driver_set_max_pinned_mem_size(cu, max_pinned_size)
+    });
     guard("hipFileDriverSetMaxPinnedMemSize", || {
         driver_set(|p| {
             p.size_t[param::PROPERTIES_MAX_DEVICE_PINNED_MEM_SIZE_KB] = max_pinned_size as u64
@@ -132,6 +148,9 @@ pub extern "C" fn hipFileDriverSetMaxPinnedMemSize(max_pinned_size: usize) -> Hi
 /// `value` must be NULL or valid for writing a `size_t`.
 #[no_mangle]
 pub unsafe extern "C" fn hipFileGetParameterSizeT(param: c_int, value: *mut usize) -> HipFileError {
+    passthrough!("hipFileGetParameterSizeT", |cu| {
+        passthrough::get_parameter_size_t(cu, param, value)
+    });
     guard("hipFileGetParameterSizeT", || {
         let i = index(param, SIZE_T_PARAMS)?;
         if value.is_null() {
@@ -151,6 +170,9 @@ pub unsafe extern "C" fn hipFileGetParameterSizeT(param: c_int, value: *mut usiz
 /// `value` must be NULL or valid for writing a `bool`.
 #[no_mangle]
 pub unsafe extern "C" fn hipFileGetParameterBool(param: c_int, value: *mut bool) -> HipFileError {
+    passthrough!("hipFileGetParameterBool", |cu| {
+        passthrough::get_parameter_bool(cu, param, value)
+    });
     guard("hipFileGetParameterBool", || {
         let i = index(param, BOOL_PARAMS)?;
         if value.is_null() {
@@ -175,6 +197,9 @@ pub unsafe extern "C" fn hipFileGetParameterString(
     desc_str: *mut c_char,
     len: c_int,
 ) -> HipFileError {
+    passthrough!("hipFileGetParameterString", |cu| {
+        passthrough::get_parameter_string(cu, param, desc_str, len)
+    });
     guard("hipFileGetParameterString", || {
         let i = index(param, STRING_PARAMS)?;
         if desc_str.is_null() || len <= 0 {
@@ -195,6 +220,9 @@ pub unsafe extern "C" fn hipFileGetParameterString(
 
 #[no_mangle]
 pub extern "C" fn hipFileSetParameterSizeT(param: c_int, value: usize) -> HipFileError {
+    passthrough!("hipFileSetParameterSizeT", |cu| {
+        passthrough::set_parameter_size_t(cu, param, value)
+    });
     guard("hipFileSetParameterSizeT", || {
         let i = index(param, SIZE_T_PARAMS)?;
         settable()?;
@@ -212,6 +240,9 @@ pub extern "C" fn hipFileSetParameterSizeT(param: c_int, value: usize) -> HipFil
 
 #[no_mangle]
 pub extern "C" fn hipFileSetParameterBool(param: c_int, value: bool) -> HipFileError {
+    passthrough!("hipFileSetParameterBool", |cu| {
+        passthrough::set_parameter_bool(cu, param, value)
+    });
     guard("hipFileSetParameterBool", || {
         let i = index(param, BOOL_PARAMS)?;
         settable()?;
@@ -230,6 +261,9 @@ pub unsafe extern "C" fn hipFileSetParameterString(
     param: c_int,
     desc_str: *const c_char,
 ) -> HipFileError {
+    passthrough!("hipFileSetParameterString", |cu| {
+        passthrough::set_parameter_string(cu, param, desc_str)
+    });
     guard("hipFileSetParameterString", || {
         let i = index(param, STRING_PARAMS)?;
         if desc_str.is_null() {

@@ -154,16 +154,14 @@ pub fn buf_deregister(base: u64) -> Result<(), String> {
 /// `hipfile-sync`: one hipFileRead/hipFileWrite of `bs` per I/O; synchronous,
 /// so one I/O in flight per job (fio's libcufile engine is FIO_SYNCIO too).
 pub struct SyncEngine {
-    fh: usize,
     base: u64,
     slot_bytes: usize,
     pending: Option<(usize, Op)>,
 }
 
 impl SyncEngine {
-    pub fn new(fh: usize, base: u64, slot_bytes: usize) -> SyncEngine {
+    pub fn new(base: u64, slot_bytes: usize) -> SyncEngine {
         SyncEngine {
-            fh,
             base,
             slot_bytes,
             pending: None,
@@ -184,7 +182,7 @@ impl Engine for SyncEngine {
         let Some((slot, op)) = self.pending.take() else {
             return Ok(());
         };
-        let fh = self.fh as *mut c_void;
+        let fh = op.fh as *mut c_void;
         let buf = self.base as *mut c_void;
         let boff = (slot * self.slot_bytes) as i64;
         let (r, call) = match op.dir {
@@ -222,7 +220,6 @@ struct AsyncParams {
 /// parallelism comes from more jobs (streams). Without a GPU runtime the
 /// library runs the calls synchronously (cuFile's rule for no streams).
 pub struct AsyncEngine {
-    fh: usize,
     base: u64,
     slot_bytes: usize,
     gpu: Arc<dyn Gpu>,
@@ -238,7 +235,6 @@ pub struct AsyncEngine {
 
 impl AsyncEngine {
     pub fn new(
-        fh: usize,
         base: u64,
         slot_bytes: usize,
         slots: usize,
@@ -256,7 +252,6 @@ impl AsyncEngine {
             .collect();
         let params = Box::into_raw(v.into_boxed_slice()) as *mut AsyncParams;
         let mut e = AsyncEngine {
-            fh,
             base,
             slot_bytes,
             gpu: gpu.clone(),
@@ -313,7 +308,7 @@ impl Engine for AsyncEngine {
         let stream = self
             .stream
             .map_or(std::ptr::null_mut(), |s| s.0 as *mut c_void);
-        let fh = self.fh as *mut c_void;
+        let fh = op.fh as *mut c_void;
         let buf = self.base as *mut c_void;
         // SAFETY: every pointer names this slot's params, which outlive the op
         // (they are freed only after the stream has been synchronised).
@@ -407,59 +402,111 @@ pub const MAX_STREAM_OPS: u64 = 2048;
 /// `properties.io_batchsize`, as cuFile's).
 pub const MAX_BATCH_ENTRIES: usize = 128;
 
-/// `hipfile-batch`: one batch of `iodepth` entries (at most 128); submissions
-/// gathered while the job fills free slots go in one hipFileBatchIOSubmit,
-/// and hipFileBatchIOGetStatus reaps them.
-pub struct BatchEngine {
-    fh: usize,
-    base: u64,
-    slot_bytes: usize,
-    batch: *mut c_void,
+/// One batch handle and the entries it has in flight.
+struct Batch {
+    handle: *mut c_void,
     pending: Vec<HipFileIoParams>,
-    events: Vec<HipFileIoEvents>,
     in_flight: usize,
 }
 
+/// `hipfile-batch`: `iodepth` entries in flight, in batches of at most 128
+/// (a deeper queue is several batches: iodepth=512 is 4 batches x 128).
+/// Slot `s` belongs to batch `s / 128`. Submissions gathered while the job
+/// fills free slots go in one hipFileBatchIOSubmit per batch, and
+/// hipFileBatchIOGetStatus reaps them.
+pub struct BatchEngine {
+    base: u64,
+    slot_bytes: usize,
+    batches: Vec<Batch>,
+    events: Vec<HipFileIoEvents>,
+    /// The batch to wait on next when nothing has completed (turns go round).
+    wait_turn: usize,
+}
+
 impl BatchEngine {
-    pub fn new(
-        fh: usize,
-        base: u64,
-        slot_bytes: usize,
-        slots: usize,
-    ) -> Result<BatchEngine, String> {
-        let mut batch: *mut c_void = std::ptr::null_mut();
-        // SAFETY: batch is a live local for the handle.
-        check("hipFileBatchIOSetUp", unsafe {
-            hipfile::hipFileBatchIOSetUp(&mut batch, slots as u32)
-        })?;
-        Ok(BatchEngine {
-            fh,
+    pub fn new(base: u64, slot_bytes: usize, slots: usize) -> Result<BatchEngine, String> {
+        let mut e = BatchEngine {
             base,
             slot_bytes,
-            batch,
-            pending: Vec::with_capacity(slots),
+            batches: Vec::new(),
             events: vec![
                 HipFileIoEvents {
                     cookie: std::ptr::null_mut(),
                     status: 0,
                     ret: 0,
                 };
-                slots
+                slots.min(MAX_BATCH_ENTRIES)
             ],
-            in_flight: 0,
-        })
+            wait_turn: 0,
+        };
+        let mut left = slots;
+        while left > 0 {
+            let n = left.min(MAX_BATCH_ENTRIES);
+            let mut handle: *mut c_void = std::ptr::null_mut();
+            // SAFETY: handle is a live local for the library to fill in.
+            check("hipFileBatchIOSetUp", unsafe {
+                hipfile::hipFileBatchIOSetUp(&mut handle, n as u32)
+            })?;
+            e.batches.push(Batch {
+                handle,
+                pending: Vec::with_capacity(n),
+                in_flight: 0,
+            });
+            left -= n;
+        }
+        Ok(e)
+    }
+
+    /// Collect what batch `b` has finished; wait for at least `min` of them.
+    fn reap_batch(&mut self, b: usize, min: usize, out: &mut Vec<Done>) -> Result<usize, String> {
+        let batch = &mut self.batches[b];
+        if batch.in_flight == 0 {
+            return Ok(0);
+        }
+        let mut nr = batch.in_flight.min(self.events.len()) as u32;
+        let min_nr = (min as u32).min(nr);
+        // A zero timeout returns at once with what has finished; a NULL
+        // timeout waits for min_nr without limit.
+        let mut zero = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        let timeout: *mut libc::timespec = if min_nr == 0 {
+            &mut zero
+        } else {
+            std::ptr::null_mut()
+        };
+        // SAFETY: events holds at least `nr` entries; timeout is NULL or a live local.
+        check("hipFileBatchIOGetStatus", unsafe {
+            hipfile::hipFileBatchIOGetStatus(
+                batch.handle,
+                min_nr,
+                &mut nr,
+                self.events.as_mut_ptr(),
+                timeout.cast(),
+            )
+        })?;
+        for ev in &self.events[..nr as usize] {
+            out.push(Done {
+                slot: ev.cookie as usize,
+                result: batch_result(ev.status, ev.ret),
+            });
+        }
+        batch.in_flight -= nr as usize;
+        Ok(nr as usize)
     }
 }
 
 impl Engine for BatchEngine {
     fn submit(&mut self, slot: usize, op: Op) -> Result<(), String> {
-        self.pending.push(HipFileIoParams {
+        let b = slot / MAX_BATCH_ENTRIES;
+        self.batches[b].pending.push(HipFileIoParams {
             mode: 1, // hipFileBatch
             dev_ptr_base: self.base as *mut c_void,
             file_offset: op.offset as i64,
             dev_ptr_offset: (slot * self.slot_bytes) as i64,
             size: op.len,
-            fh: self.fh as *mut c_void,
+            fh: op.fh as *mut c_void,
             opcode: match op.dir {
                 Dir::Read => 0,
                 Dir::Write => 1,
@@ -469,37 +516,45 @@ impl Engine for BatchEngine {
         Ok(())
     }
 
-    fn reap(&mut self, min: usize, out: &mut Vec<Done>) -> Result<(), String> {
-        if !self.pending.is_empty() {
-            let n = self.pending.len();
+    fn flush(&mut self) -> Result<(), String> {
+        for batch in &mut self.batches {
+            if batch.pending.is_empty() {
+                continue;
+            }
+            let n = batch.pending.len();
             // SAFETY: `n` entries at pending's pointer; the library copies them.
             check("hipFileBatchIOSubmit", unsafe {
-                hipfile::hipFileBatchIOSubmit(self.batch, n as u32, self.pending.as_mut_ptr(), 0)
+                hipfile::hipFileBatchIOSubmit(batch.handle, n as u32, batch.pending.as_mut_ptr(), 0)
             })?;
-            self.in_flight += n;
-            self.pending.clear();
+            batch.in_flight += n;
+            batch.pending.clear();
         }
-        if self.in_flight == 0 {
+        Ok(())
+    }
+
+    fn reap(&mut self, min: usize, out: &mut Vec<Done>) -> Result<(), String> {
+        self.flush()?;
+        let in_flight: usize = self.batches.iter().map(|b| b.in_flight).sum();
+        let want = min.min(in_flight);
+        if self.batches.len() == 1 {
+            self.reap_batch(0, want, out)?;
             return Ok(());
         }
-        let mut nr = self.in_flight.min(self.events.len()) as u32;
-        let min_nr = (min as u32).min(nr);
-        // SAFETY: events holds at least `nr` entries; a NULL timeout waits without limit.
-        check("hipFileBatchIOGetStatus", unsafe {
-            hipfile::hipFileBatchIOGetStatus(
-                self.batch,
-                min_nr,
-                &mut nr,
-                self.events.as_mut_ptr(),
-                std::ptr::null_mut(),
-            )
-        })?;
-        for ev in &self.events[..nr as usize] {
-            let slot = ev.cookie as usize;
-            let result = batch_result(ev.status, ev.ret);
-            out.push(Done { slot, result });
+        // Several batches: take what any has finished; while that is not
+        // enough, wait on the batches in turn.
+        let mut got = 0;
+        for b in 0..self.batches.len() {
+            got += self.reap_batch(b, 0, out)?;
         }
-        self.in_flight -= nr as usize;
+        while got < want {
+            let nb = self.batches.len();
+            let b = (0..nb)
+                .map(|k| (self.wait_turn + k) % nb)
+                .find(|&b| self.batches[b].in_flight > 0)
+                .ok_or("hipfile-batch: waiting with nothing in flight")?;
+            self.wait_turn = (b + 1) % nb;
+            got += self.reap_batch(b, 1, out)?;
+        }
         Ok(())
     }
 }
@@ -507,6 +562,8 @@ impl Engine for BatchEngine {
 impl Drop for BatchEngine {
     fn drop(&mut self) {
         // Destroy waits for entries still running (their buffers are in use).
-        hipfile::hipFileBatchIODestroy(self.batch);
+        for b in &self.batches {
+            hipfile::hipFileBatchIODestroy(b.handle);
+        }
     }
 }

@@ -18,12 +18,15 @@ pub enum Dir {
     Write,
 }
 
-/// One I/O: `len` bytes at file offset `offset`.
+/// One I/O: `len` bytes at `offset` of the file open as `fd` (registered
+/// with libhipfile as `fh` for the hipfile engines).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Op {
     pub dir: Dir,
     pub offset: u64,
     pub len: usize,
+    pub fd: i32,
+    pub fh: usize,
 }
 
 /// A finished I/O: its slot and the bytes moved (or why it failed).
@@ -36,6 +39,11 @@ pub struct Done {
 pub trait Engine {
     /// Start `op` in `slot` (the slot is free: its previous I/O was reaped).
     fn submit(&mut self, slot: usize, op: Op) -> Result<(), String>;
+    /// Hand what `submit` queued to the kernel or library now (fio's
+    /// commit); engines that act at `submit` or `reap` need do nothing.
+    fn flush(&mut self) -> Result<(), String> {
+        Ok(())
+    }
     /// Wait for at least `min` completions (fewer only if fewer are in
     /// flight) and append every completion available to `out`.
     fn reap(&mut self, min: usize, out: &mut Vec<Done>) -> Result<(), String>;

@@ -20,7 +20,6 @@ enum Target {
 }
 
 pub struct PosixEngine {
-    fd: i32,
     slot_bytes: usize,
     target: Target,
     pending: Option<(usize, Op)>,
@@ -30,9 +29,8 @@ pub struct PosixEngine {
 unsafe impl Send for PosixEngine {}
 
 impl PosixEngine {
-    pub fn host(fd: i32, base: u64, slot_bytes: usize) -> PosixEngine {
+    pub fn host(base: u64, slot_bytes: usize) -> PosixEngine {
         PosixEngine {
-            fd,
             slot_bytes,
             target: Target::Host {
                 base: base as *mut u8,
@@ -42,7 +40,6 @@ impl PosixEngine {
     }
 
     pub fn device(
-        fd: i32,
         base: u64,
         slot_bytes: usize,
         gpu: &Arc<dyn Gpu>,
@@ -52,7 +49,6 @@ impl PosixEngine {
             .stream_create(device)
             .map_err(|e| format!("stream_create on GPU {device}: {e}"))?;
         Ok(PosixEngine {
-            fd,
             slot_bytes,
             target: Target::Device {
                 base,
@@ -72,8 +68,8 @@ impl PosixEngine {
                 // SAFETY: slot < slots, so base+off..+len lies in the job's buffer.
                 let p = unsafe { base.add(off) };
                 match op.dir {
-                    Dir::Read => pread_full(self.fd, p, op.len, op.offset),
-                    Dir::Write => pwrite_full(self.fd, p, op.len, op.offset),
+                    Dir::Read => pread_full(op.fd, p, op.len, op.offset),
+                    Dir::Write => pwrite_full(op.fd, p, op.len, op.offset),
                 }
             }
             Target::Device {
@@ -85,7 +81,7 @@ impl PosixEngine {
                 let dev = *base + off as u64;
                 match op.dir {
                     Dir::Read => {
-                        let n = pread_full(self.fd, bounce.ptr(), op.len, op.offset)?;
+                        let n = pread_full(op.fd, bounce.ptr(), op.len, op.offset)?;
                         // SAFETY: bounce holds n bytes and is untouched until the sync.
                         unsafe { gpu.copy_htod_async(dev, bounce.ptr(), n, *stream) }
                             .and_then(|_| gpu.stream_synchronize(*stream))
@@ -97,7 +93,7 @@ impl PosixEngine {
                         unsafe { gpu.copy_dtoh_async(bounce.ptr(), dev, op.len, *stream) }
                             .and_then(|_| gpu.stream_synchronize(*stream))
                             .map_err(|e| format!("device-to-host copy: {e}"))?;
-                        pwrite_full(self.fd, bounce.ptr(), op.len, op.offset)
+                        pwrite_full(op.fd, bounce.ptr(), op.len, op.offset)
                     }
                 }
             }

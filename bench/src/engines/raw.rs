@@ -5,8 +5,7 @@
 //! engine's workers use for their slabs). The default is fio's (0): a
 //! registered buffer of 4 KiB pages reaches the block layer one segment per
 //! page, which on a disk with max_segments 254 splits every 1 MiB read in
-//! two, while a plain read merges physically contiguous pages (2-core VM:
-//! 1.22–1.63 GB/s registered, 1.39–1.94 plain, fio 1.58–1.84; bench/RESULTS.md).
+//! two, while a plain read merges physically contiguous pages.
 
 use super::{Dir, Done, Engine, Op};
 use io_uring::{opcode, squeue, types, IoUring};
@@ -19,7 +18,6 @@ const MAX_FIXED_BUFFER_BYTES: usize = 1 << 30;
 
 pub struct RawEngine {
     ring: IoUring,
-    fd: i32,
     base: *mut u8,
     slot_bytes: usize,
     /// One registered buffer per slot (buf_index = slot), when registration worked.
@@ -33,7 +31,6 @@ unsafe impl Send for RawEngine {}
 
 impl RawEngine {
     pub fn new(
-        fd: i32,
         base: u64,
         slot_bytes: usize,
         slots: usize,
@@ -62,7 +59,6 @@ impl RawEngine {
         }
         Ok(RawEngine {
             ring,
-            fd,
             base: base as *mut u8,
             slot_bytes,
             fixed,
@@ -70,7 +66,9 @@ impl RawEngine {
                 Op {
                     dir: Dir::Read,
                     offset: 0,
-                    len: 0
+                    len: 0,
+                    fd: -1,
+                    fh: 0,
                 };
                 slots
             ],
@@ -85,7 +83,7 @@ impl RawEngine {
     fn entry(&self, slot: usize, op: Op) -> squeue::Entry {
         // SAFETY: slot < slots: the slot's region of the job's buffer.
         let buf = unsafe { self.base.add(slot * self.slot_bytes) };
-        let fd = types::Fd(self.fd);
+        let fd = types::Fd(op.fd);
         let len = op.len as u32;
         let e = match (op.dir, self.fixed) {
             (Dir::Read, true) => opcode::ReadFixed::new(fd, buf, len, slot as u16)
@@ -137,6 +135,13 @@ impl Engine for RawEngine {
         self.push(slot, op)?;
         self.in_flight += 1;
         Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), String> {
+        self.ring
+            .submit()
+            .map(|_| ())
+            .map_err(|e| format!("io_uring_enter: {e}"))
     }
 
     fn reap(&mut self, min: usize, out: &mut Vec<Done>) -> Result<(), String> {
