@@ -19,8 +19,20 @@ hipFileRead, KvikIO pread(...).get()).
 KvikIO runs with 16 threads and 4 MiB tasks (KVIKIO_NTHREADS,
 KVIKIO_TASK_SIZE, set before it is imported). Cold: the page cache is dropped
 (sync; echo 3 > /proc/sys/vm/drop_caches, root) before every measurement;
-without --drop-caches only hot rows are measured. Hot: the data is read once
-first. Each cell is the median of --repeat runs.
+without --drop-caches only hot rows are measured. Hot: before every side the
+files are read once with plain buffered reads, then once by the side itself
+(untimed, to start its threads), and before every timed run any file the page
+cache lost is read again. The side's own pass cannot be the warm-up: hipfile
+reads ranges the page cache lacks with O_DIRECT, which leaves them uncached,
+so after a cold run (or on a machine whose cache dropped the files) a hipfile
+"hot" row would read from the disk. Each cell is the median of --repeat runs.
+The "cached" column is the fraction of the files' pages in the page cache
+(mincore) when a timed run of the row started: the smallest of the row's hot
+runs (1.000 when every side read a hot cache), the largest of its cold runs
+(near 0 when the drop worked).
+
+--mem host reads into NumPy arrays instead of device memory (the same shapes
+on a machine without a GPU; --no-kvikio where KvikIO is not installed).
 
 Writes a table (GB/s, hipfile/KvikIO and Python/C ratios) to stdout and, with
 $OUT set, loader_shapes.md and loader_shapes.json under $OUT.
@@ -32,6 +44,7 @@ $OUT set, loader_shapes.md and loader_shapes.json under $OUT.
 import argparse
 import ctypes
 import json
+import mmap
 import os
 import statistics
 import sys
@@ -82,6 +95,55 @@ def drop_caches():
         f.write("3\n")
 
 
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+
+
+def cached_pages(path):
+    """(pages of `path` in the page cache, pages of the file), from mincore
+    over a read-only mapping (which faults nothing in)."""
+    size = os.path.getsize(path)
+    pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    if size == 0:
+        return 0, 0
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) as m:
+        vec = np.zeros(pages, dtype=np.uint8)
+        view = np.frombuffer(m, dtype=np.uint8)
+        try:
+            rc = _libc.mincore(view.ctypes.data, size, vec.ctypes.data)
+        finally:
+            del view  # the mapping cannot close while a view exports it
+        if rc != 0:
+            raise OSError(ctypes.get_errno(), f"mincore {path}")
+    return int(np.count_nonzero(vec & 1)), pages
+
+
+def cached_fraction(paths):
+    """The fraction of the files' pages that are in the page cache."""
+    have = total = 0
+    for p in paths:
+        h, t = cached_pages(p)
+        have += h
+        total += t
+    return have / total if total else 1.0
+
+
+def warm_page_cache(paths, block=64 * MiB):
+    """Read every file not wholly in the page cache with buffered reads (what
+    fills the cache, whoever reads next)."""
+    buf = bytearray(block)
+    for p in paths:
+        have, total = cached_pages(p)
+        if have == total:
+            continue
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            while os.readv(fd, [buf]) > 0:
+                pass
+        finally:
+            os.close(fd)
+
+
 class DeviceBuffer:
     """One device allocation (PyTorch, else CuPy) with a raw pointer."""
 
@@ -102,6 +164,16 @@ class DeviceBuffer:
 
     def view(self, off, n):
         return self.array[off : off + n]
+
+
+class HostBuffer(DeviceBuffer):
+    """A NumPy array in host memory (--mem host: the same shapes without a GPU)."""
+
+    def __init__(self, nbytes):
+        self.array = np.zeros(nbytes, dtype=np.uint8)
+        self.ptr = self.array.ctypes.data
+        self.sync = lambda: None
+        self.nbytes = nbytes
 
 
 # -- hipfile from Python ------------------------------------------------------
@@ -263,19 +335,26 @@ class CLib:
 # -----------------------------------------------------------------------------
 
 
-def measure(fn, nbytes, cold, repeat, dev):
+def measure(fn, nbytes, cold, repeat, dev, paths):
+    """Median GB/s of `repeat` timed runs of `fn`, every run's GB/s, and the
+    fraction of the files' pages that were cached as each timed run started."""
     rates = []
+    cached = []
     if not cold:
-        fn()  # warm the page cache
+        warm_page_cache(paths)
+        fn()  # the side's own threads and buffers, untimed
     for _ in range(repeat):
         if cold:
             drop_caches()
+        else:
+            warm_page_cache(paths)
+        cached.append(cached_fraction(paths))
         dev.sync()
         t0 = time.perf_counter()
         fn()
         dev.sync()
         rates.append(nbytes / (time.perf_counter() - t0) / 1e9)
-    return statistics.median(rates), rates
+    return statistics.median(rates), rates, cached
 
 
 def main():
@@ -288,6 +367,7 @@ def main():
     ap.add_argument("--c-lib", default=None, help="libhipfile.so for the C side (default: .carry/ or target/release/)")
     ap.add_argument("--no-kvikio", action="store_true")
     ap.add_argument("--no-c", action="store_true")
+    ap.add_argument("--mem", choices=["device", "host"], default="device", help="where the reads land")
     args = ap.parse_args()
 
     kvikio = None if args.no_kvikio else kvikio_module()
@@ -303,6 +383,7 @@ def main():
             sys.exit("no libhipfile.so for the C side: pass --c-lib or --no-c")
         clib = CLib(os.path.abspath(path))
 
+    Buffer = HostBuffer if args.mem == "host" else DeviceBuffer
     modes = ["hot"] + (["cold"] if args.drop_caches else [])
     rows = []
     for shape in args.shapes.split(","):
@@ -313,7 +394,7 @@ def main():
         nbytes = size * len(paths)
         if "request" in spec:
             req = spec["request"]
-            dev = DeviceBuffer(req)
+            dev = Buffer(req)
             sides = {
                 "python": lambda: py_seq(paths[0], size, req, dev),
                 "kvikio": kvikio and (lambda: kv_seq(kvikio, paths[0], size, req, dev)),
@@ -321,7 +402,7 @@ def main():
             }
         else:
             batch = min(args.batch, len(paths))
-            dev = DeviceBuffer(batch * size)
+            dev = Buffer(batch * size)
             sides = {
                 "python": lambda: py_files(paths, size, batch, dev),
                 "kvikio": kvikio and (lambda: kv_files(kvikio, paths, size, batch, dev)),
@@ -331,10 +412,15 @@ def main():
             row = {"shape": shape, "mode": mode}
             for side, fn in sides.items():
                 if fn:
-                    med, all_ = measure(fn, nbytes, mode == "cold", args.repeat, dev)
+                    med, all_, cached = measure(fn, nbytes, mode == "cold", args.repeat, dev, paths)
                     row[side] = med
                     row[side + "_runs"] = all_
-                    log(f"{shape} {mode} {side}: {med:.2f} GB/s {['%.2f' % r for r in all_]}")
+                    row[side + "_cached"] = cached
+                    # The row's worst case: the least cached hot run, the most cached cold one.
+                    worst = min if mode == "hot" else max
+                    cached = worst(cached)
+                    row["cached"] = worst(row.get("cached", cached), cached)
+                    log(f"{shape} {mode} {side}: {med:.2f} GB/s {['%.2f' % r for r in all_]} (cached {cached:.3f})")
             rows.append(row)
         del dev
 
@@ -345,12 +431,13 @@ def main():
         return f"{r[a] / r[b]:.3f}" if a in r and b in r else "-"
 
     lines = [
-        "| shape | mode | hipfile Python GB/s | KvikIO GB/s | hipfile C GB/s | Python / KvikIO | Python / C |",
-        "|---|---|---|---|---|---|---|",
+        "| shape | mode | cached | hipfile Python GB/s | KvikIO GB/s | hipfile C GB/s | Python / KvikIO | Python / C |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['shape']} | {r['mode']} | {cell(r, 'python')} | {cell(r, 'kvikio')} | {cell(r, 'c')} "
+            f"| {r['shape']} | {r['mode']} | {r['cached']:.3f} "
+            f"| {cell(r, 'python')} | {cell(r, 'kvikio')} | {cell(r, 'c')} "
             f"| {ratio(r, 'python', 'kvikio')} | {ratio(r, 'python', 'c')} |"
         )
     table = "\n".join(lines)

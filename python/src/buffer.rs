@@ -9,6 +9,7 @@ use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::Arc;
 
 /// `Py_buffer`, as CPython has laid it out since 3.3 (it joined the limited
 /// API unchanged in 3.11; this wheel also serves 3.9 and 3.10, whose limited
@@ -99,17 +100,17 @@ impl Drop for Keep {
     }
 }
 
-/// An object's whole memory, described and held.
+/// An object's whole memory, described and held. Parts of it share the hold.
 pub(crate) struct Target {
     /// Start of the memory and whether it is device memory (with its device).
     region: Region,
-    keep: Keep,
+    keep: Arc<Keep>,
 }
 
 /// A part of an object's memory handed to the engine.
 pub(crate) struct PyRegion {
     region: Region,
-    _keep: Keep,
+    _keep: Arc<Keep>,
 }
 
 impl PyRegion {
@@ -141,7 +142,7 @@ unsafe impl IoBufMut for PyRegion {
 
 impl Target {
     /// `[buf_offset, buf_offset + size)` of the memory (`size` defaults to the rest).
-    pub(crate) fn part(self, size: Option<i64>, buf_offset: i64) -> PyResult<PyRegion> {
+    pub(crate) fn part(&self, size: Option<i64>, buf_offset: i64) -> PyResult<PyRegion> {
         let total = self.region.len() as i64;
         if buf_offset < 0 || buf_offset > total {
             return Err(PyValueError::new_err(format!(
@@ -164,7 +165,7 @@ impl Target {
         };
         Ok(PyRegion {
             region,
-            _keep: self.keep,
+            _keep: self.keep.clone(),
         })
     }
 }
@@ -299,9 +300,9 @@ fn from_cai(
     }
     Ok(Target {
         region: device_region(engine, ptr, len as usize)?,
-        keep: Keep::Objects {
+        keep: Arc::new(Keep::Objects {
             _held: vec![obj.clone().unbind()],
-        },
+        }),
     })
 }
 
@@ -337,7 +338,10 @@ fn from_buffer(py: Python<'_>, obj: &Bound<'_, PyAny>, writable: bool) -> PyResu
         return Err(non_contiguous_error(obj));
     }
     let region = Region::host(v.buf as *const u8, v.len.max(0) as usize);
-    Ok(Some(Target { region, keep }))
+    Ok(Some(Target {
+        region,
+        keep: Arc::new(keep),
+    }))
 }
 
 fn from_dlpack(obj: &Bound<'_, PyAny>, engine: &Engine) -> PyResult<Target> {
@@ -403,9 +407,9 @@ fn from_dlpack(obj: &Bound<'_, PyAny>, engine: &Engine) -> PyResult<Target> {
     };
     Ok(Target {
         region,
-        keep: Keep::Objects {
+        keep: Arc::new(Keep::Objects {
             _held: vec![obj.clone().unbind(), capsule.unbind()],
-        },
+        }),
     })
 }
 

@@ -10,7 +10,7 @@
 mod buffer;
 mod errors;
 
-use buffer::{describe, stream_handle, PyRegion};
+use buffer::{describe, stream_handle, PyRegion, Target};
 use errors::{to_pyerr, HipFileError};
 use hipfile_engine::api::{read_batch as engine_read_batch, ReadOp};
 use hipfile_engine::config::{Env, RETIRED_SETTINGS};
@@ -21,7 +21,8 @@ use hipfile_engine::registry::driver;
 use hipfile_engine::{Config, Engine, FileHandle, IoFuture, OpenMode};
 use pyo3::exceptions::{PyEOFError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::{PyDict, PyString, PyTuple};
+use std::collections::hash_map::{Entry, HashMap};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -468,7 +469,14 @@ fn open(py: Python<'_>, path: &Bound<'_, PyAny>, mode: &str) -> PyResult<File> {
         ))
     })?;
     let e = engine()?;
-    let (handle, name) = if let Ok(fd) = path.extract::<i32>() {
+    let (handle, name) = if let Ok(s) = path.cast::<PyString>() {
+        // A str, the common case, without a round trip through os.fsdecode
+        // (or the TypeError a failed int conversion builds first): PyO3
+        // encodes it with the file system encoding, as os.fsencode does.
+        let p: std::path::PathBuf = s.extract()?;
+        let name = p.display().to_string();
+        (py.detach(|| e.open(&p, m)), name)
+    } else if let Ok(fd) = path.extract::<i32>() {
         // SAFETY: dup only reads the descriptor number.
         let d = unsafe { libc::dup(fd) };
         if d < 0 {
@@ -730,12 +738,20 @@ use std::future::Future as _;
 /// Read many ``(file, file_offset, size, dest)`` or ``(file, file_offset,
 /// size, dest, dest_offset)`` items at once over the batch path (every item
 /// in flight together: a loader's whole batch); ``size`` may be None for the
-/// rest of ``dest``. Every item is checked before any starts. Returns the
-/// byte counts in order; raises the first item's error (EOFError for an
-/// item that starts past the end of its file). Blocks without the GIL.
+/// rest of ``dest``. Every item is checked before any starts; a ``dest``
+/// object shared by several items (one array at many ``dest_offset``s) is
+/// asked for its memory, and its stream waited for, once. Returns the byte
+/// counts in order; raises the first item's error (EOFError for an item that
+/// starts past the end of its file). Blocks without the GIL.
 #[pyfunction]
 fn read_batch(py: Python<'_>, items: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
     let mut ops: Vec<(FileHandle, u64, PyRegion)> = Vec::new();
+    // Destinations by object identity: a loader's batch is one array at many
+    // offsets, and describing it asks its interface (a Python-level property
+    // for PyTorch), waits for its stream and classifies its pointer with the
+    // GPU runtime. Once per object per call is enough: each Target holds its
+    // object, so an address cannot be reused while the map lives.
+    let mut dests: HashMap<usize, Target> = HashMap::new();
     for (i, item) in items.try_iter()?.enumerate() {
         let item = item?;
         let t = item.cast::<PyTuple>().map_err(|_| {
@@ -761,27 +777,30 @@ fn read_batch(py: Python<'_>, items: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> 
         } else {
             0
         };
-        let r = describe(py, &t.get_item(3)?, true, h.engine(), true)
-            .and_then(|d| d.part(size, dest_off))
-            .map_err(|e| {
-                let msg = format!("item {i}: {}", e.value(py));
-                let ty = e.get_type(py);
-                PyErr::from_type(ty, msg)
-            })?;
+        let dest = t.get_item(3)?;
+        let r = match dests.entry(dest.as_ptr() as usize) {
+            Entry::Occupied(d) => d.into_mut().part(size, dest_off),
+            Entry::Vacant(v) => describe(py, &dest, true, h.engine(), true)
+                .and_then(|d| v.insert(d).part(size, dest_off)),
+        }
+        .map_err(|e| {
+            let msg = format!("item {i}: {}", e.value(py));
+            let ty = e.get_type(py);
+            PyErr::from_type(ty, msg)
+        })?;
         ops.push((h, off, r));
     }
+    drop(dests);
     let results = py.detach(|| {
         let reads = ops.iter_mut().map(|(h, off, r)| ReadOp::new(&*h, *off, r));
         engine_read_batch(reads)
     });
     let mut counts = Vec::with_capacity(results.len());
     for (i, (r, (_, off, region))) in results.into_iter().zip(&ops).enumerate() {
-        counts.push(read_count(
-            r,
-            region.len(),
-            *off,
-            &format!("read_batch item {i}"),
-        )?);
+        counts.push(match r {
+            Ok(n) if n > 0 || region.len() == 0 => n,
+            r => read_count(r, region.len(), *off, &format!("read_batch item {i}"))?,
+        });
     }
     drop(ops);
     Ok(counts)

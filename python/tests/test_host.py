@@ -182,6 +182,45 @@ def test_read_batch_into_one_array_with_dest_offsets(datafile):
         assert np.array_equal(out[k * 4096 : (k + 1) * 4096], data[k * 65536 : k * 65536 + 4096])
 
 
+class CountingDLPack:
+    """A DLPack-only destination that counts how often its memory is asked
+    for (the Python-level call a PyTorch tensor's __cuda_array_interface__
+    property makes on every access)."""
+
+    def __init__(self, arr):
+        self.arr = arr
+        self.asked = 0
+
+    def __dlpack__(self, stream=None):
+        self.asked += 1
+        return self.arr.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.arr.__dlpack_device__()
+
+
+def test_read_batch_asks_a_shared_destination_for_its_memory_once(datafile):
+    p, data = datafile
+    out = CountingDLPack(np.zeros(8 * 4096, dtype=np.uint8))
+    with hipfile.open(p) as f:
+        items = [(f, k * 8192, 4096, out, k * 4096) for k in range(8)]
+        assert hipfile.read_batch(items) == [4096] * 8
+    assert out.asked == 1
+    for k in range(8):
+        assert np.array_equal(out.arr[k * 4096 : (k + 1) * 4096], data[k * 8192 : k * 8192 + 4096])
+
+
+def test_read_batch_keeps_distinct_destinations_apart(datafile):
+    p, data = datafile
+    a, b = CountingDLPack(np.zeros(4096, np.uint8)), CountingDLPack(np.zeros(4096, np.uint8))
+    with hipfile.open(p) as f:
+        assert hipfile.read_batch([(f, 0, None, a), (f, 4096, None, b), (f, 8192, 16, a, 16)]) == [4096, 4096, 16]
+    assert (a.asked, b.asked) == (1, 1)
+    assert np.array_equal(a.arr[:16], data[:16]) and np.array_equal(a.arr[16:32], data[8192:8208])
+    assert np.array_equal(a.arr[32:], data[32:4096])
+    assert np.array_equal(b.arr, data[4096:8192])
+
+
 def test_read_batch_item_past_end_raises_naming_the_item(datafile):
     p, data = datafile
     with hipfile.open(p) as f:
@@ -266,6 +305,21 @@ def test_open_by_descriptor_duplicates_it(datafile):
     os.fstat(fd)  # still open: the File had its own copy
     os.close(fd)
     assert np.array_equal(a, data[7:107])
+
+
+def test_open_takes_str_bytes_and_pathlike_names(tdir):
+    import pathlib
+
+    # A name that is not UTF-8: os.fsdecode maps the byte to a surrogate,
+    # which the library must turn back into the same byte.
+    raw = os.path.join(os.fsencode(tdir), b"\xff-name.bin")
+    pattern(4096, 3).tofile(raw)
+    for name in (os.fsdecode(raw), raw, pathlib.Path(os.fsdecode(raw))):
+        a = np.zeros(4096, np.uint8)
+        with hipfile.open(name) as f:
+            assert f.read(a) == 4096
+        assert np.array_equal(a, pattern(4096, 3)), name
+    os.unlink(raw)
 
 
 def test_bad_mode_raises_value_error(datafile):
