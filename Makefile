@@ -65,9 +65,14 @@ all: build
 # here instead, by the C compiler, from libhipfile.a (the same objects, rustc's own link
 # options) with ffi/libhipfile.map. --require-defined pulls exactly the API's objects out of
 # the archive (and fails if one is missing), where --whole-archive would drag in all of std.
+# The libraries and tools are built last, without the bench: hipfile-bench turns on the
+# engine's `testing` feature (its GPU test double), which a build of both in one cargo call
+# would unify into libhipfile and libcufile; cargo's last build of a crate is what
+# target/release/ holds.
 build:
 	@if command -v $(CARGO) >/dev/null 2>&1; then \
-	  $(CARGO) build --release --workspace; \
+	  $(CARGO) build --release -p hipfile-bench && \
+	  $(CARGO) build --release -p hipfile-ffi -p hipfile-cufile -p hipfile-gds -p ais-stats -p hipfile-check; \
 	elif [ -f $(OUT)/libhipfile.a ]; then \
 	  echo "$(CARGO) not found: using the existing build in $(OUT)"; \
 	else \

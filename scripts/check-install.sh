@@ -39,6 +39,13 @@ $(diff <(echo "$want") <(echo "$got"))"
   echo "$so: $(echo "$header" | wc -l) functions, $(echo "$want" | grep -vc @) version node(s): $(echo "$want" | grep -v @ | tr '\n' ' ')"
 }
 check_symbols "target/release/libhipfile.so.$version"
+# The shipped libraries hold no test double: the engine's `testing` feature (which
+# hipfile-bench turns on) must not be unified into them.
+for lib in "target/release/libhipfile.so.$version" target/release/libhipfile.a target/release/libcufile.so; do
+  if nm -C "$lib" 2>/dev/null | grep -q 'gpu::testgpu\|gpu::flaky\|SeededFaults'; then
+    fail "$lib carries the engine's test doubles (built together with hipfile-bench?)"
+  fi
+done
 [ "$(readlink target/release/libhipfile.so.$major)" = "libhipfile.so.$version" ] || fail "no target/release/libhipfile.so.$major link"
 [[ "$(readelf -d "target/release/libhipfile.so.$version")" == *"Library soname: [libhipfile.so.$major]"* ]] || fail "SONAME is not libhipfile.so.$major"
 

@@ -6,24 +6,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=.carry
 [ "${1:-}" = --into ] && dest=".carry/$2"
-cargo build --release --workspace
+# hipfile-bench, the engine's examples and the test binaries turn on the engine's
+# `testing` feature (its GPU test double, fault plans); the libraries (libhipfile,
+# libcufile) are built last without them, so the carried ones are the shipped ones
+# (cargo's last build of a crate is what target/release/ holds).
+cargo build --release -p hipfile-bench
 cargo build --release -p hipfile-engine --examples
 mkdir -p "$dest"
-cp target/release/libhipfile.so "$dest/"
-# libhipfile's GDS probe helper goes next to it (where libhipfile looks); the cuFile
-# front into cufile/, off the other suites' LD_LIBRARY_PATH, where it would stand in
-# for NVIDIA's libcufile.
-cp target/release/hipfile-gds-probe "$dest/"
-mkdir -p "$dest/cufile"
-cp target/release/libcufile.so "$dest/cufile/libcufile.so.0"
 [ -x target/release/hipfile-bench ] && cp target/release/hipfile-bench "$dest/"
 # Probes (engine/examples) that measure the machine's own limits.
 for e in pagecache_dma hot_probe copy_shape; do
   [ -x "target/release/examples/$e" ] && cp "target/release/examples/$e" "$dest/"
-done
-# The operator tools.
-for t in ais-stats hipfile-check; do
-  [ -x "target/release/$t" ] && cp "target/release/$t" "$dest/"
 done
 # Test binaries: the engine's unit tests (incl. the real-CUDA test), its I/O tests, and the
 # fault-injection tests that scripts/gpu-run.sh faults runs against the real GPU.
@@ -41,5 +34,23 @@ while read -r name exe; do
     async_faults) cp "$exe" "$dest"/ffi-async-faults ;;
   esac
 done <<< "$unit"
+cargo build --release -p hipfile-ffi -p hipfile-cufile -p hipfile-gds -p ais-stats -p hipfile-check
+for lib in target/release/libhipfile.so target/release/libcufile.so; do
+  if nm -C "$lib" | grep -q 'gpu::testgpu\|gpu::flaky\|SeededFaults'; then
+    echo "gpu-prepare: $lib carries the engine's test doubles" >&2
+    exit 1
+  fi
+done
+cp target/release/libhipfile.so "$dest/"
+# libhipfile's GDS probe helper goes next to it (where libhipfile looks); the cuFile
+# front into cufile/, off the other suites' LD_LIBRARY_PATH, where it would stand in
+# for NVIDIA's libcufile.
+cp target/release/hipfile-gds-probe "$dest/"
+mkdir -p "$dest/cufile"
+cp target/release/libcufile.so "$dest/cufile/libcufile.so.0"
+# The operator tools.
+for t in ais-stats hipfile-check; do
+  [ -x "target/release/$t" ] && cp "target/release/$t" "$dest/"
+done
 strip --strip-debug "$dest"/* "$dest"/cufile/* 2>/dev/null || true
 ls -la "$dest"

@@ -264,9 +264,7 @@ PY
   timeout 60 "$C/hipfile-check" > "$OUT/hipfile-check.txt" 2>&1
 fi
 
-# The fallback suite as data: name | prep | environment | arguments. With
-# the POSIX backend each worker has one storage read in flight, so cold reads
-# run once more with every worker taking them (HIPFILE_COLD_IO_THREADS=0).
+# The fallback suite as data: name | prep | environment | arguments.
 fallback_rows() {
   local f="--filename=$F --size=4G" dev="--mem=device" t3="--time_based --runtime=3" hot="--invalidate=0"
   local t4="--time_based --runtime=4" px="HIPFILE_IO_BACKEND=posix" ur="HIPFILE_IO_BACKEND=io_uring"
@@ -278,7 +276,6 @@ posix-batch-hot-1m|hot|$px|$f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile
 uring-batch-hot-1m|hot|$ur|$f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $dev $hot $t3
 posix-sync-cold-1g|cold|$px|$f --bs=1G --rw=read --ioengine=hipfile-sync $dev --invalidate=1 $t4
 posix-batch-cold-1m|cold|$px|$f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $dev --invalidate=1 $t4
-posix-batch-cold-1m-all|cold|$px HIPFILE_COLD_IO_THREADS=0|$f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $dev --invalidate=1 $t4
 uring-batch-cold-1m|cold|$ur|$f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $dev --invalidate=1 $t4
 EOF
 }

@@ -1,4 +1,4 @@
-//! Experiment for issue 3 (1 MiB batch entries): does a 4 MiB host-to-device
+//! Probe (1 MiB batch entries): does a 4 MiB host-to-device
 //! copy into a device staging buffer, followed by device-to-device copies of
 //! its 1 MiB pieces to their scattered destinations, carry more than four
 //! 1 MiB host-to-device copies? No file, no reads: copies only.
@@ -7,9 +7,9 @@
 //! and (for the gather modes) a device staging slot per pinned slot. One op
 //! moves one slot's bytes to the thread's device region in pieces of
 //! `entry_kib`, placed in reverse order (so no two pieces are contiguous):
-//! - `mode=h2d`: one host-to-device copy per piece (today's batch path);
+//! - `mode=h2d`: one host-to-device copy per piece;
 //! - `mode=h2dev`: as h2d, with an event recorded after every piece (the
-//!   engine records one per chunk);
+//!   engine records one per device and pass);
 //! - `mode=whole`: one host-to-device copy of the whole slot (the link limit);
 //! - `mode=gather`: the whole slot to staging, then one device-to-device copy
 //!   per piece, all on the thread's stream;

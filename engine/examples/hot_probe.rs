@@ -1,4 +1,4 @@
-//! Experiment for issue 3 (hot reads): which part of the bounce path sets the
+//! Probe (hot reads): which part of the bounce path sets the
 //! page-cache-hot ceiling?
 //!
 //! T threads each read every T-th chunk of a page-cached file into their own

@@ -1,4 +1,4 @@
-//! Experiment for issue 3 (hot reads): can the GPU DMA straight out of the
+//! Probe (hot reads): can the GPU DMA straight out of the
 //! page cache, skipping the CPU copy into a bounce buffer?
 //!
 //! The file is mapped read-only; each thread takes every T-th chunk, page-locks

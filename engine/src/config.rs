@@ -2,6 +2,12 @@
 //! knobs, and the cuFile-style parameters (`hipFileSet*Parameter`), which are
 //! staged while the driver is closed and applied at open.
 //!
+//! Only what a user or operator sets is read from the environment (threads,
+//! chunk size, bounce memory, read mode, inline size, GPU runtime, huge
+//! pages, registration and pinning, write durability, the spec's compat
+//! switches, statistics, logging). The engine's fixed choices are constants
+//! next to the code they steer, each with the reason for its value.
+//!
 //! Precedence for a knob that both a parameter and a variable can set:
 //! SetParameter > environment variable > default (cuFile API Reference §5.1.9).
 //! A malformed variable is reported once on stderr and its default is used.
@@ -31,8 +37,8 @@ pub struct Config {
     /// O_DIRECT descriptor, `HIPFILE_READ_MODE=direct`, or a range the page
     /// cache does not hold); page-cache chunks still go to every worker,
     /// whose threads the kernel's page-cache copy needs. 0 lets every worker
-    /// take them. Default [`DEFAULT_COLD_IO_THREADS`] (no limit with that
-    /// many workers or fewer). `HIPFILE_COLD_IO_THREADS`.
+    /// take them. Fixed at [`DEFAULT_COLD_IO_THREADS`] (no limit with that
+    /// many workers or fewer); not read from the environment (tests set it).
     pub cold_io_threads: usize,
     /// Bytes per chunk, the unit a request is split into. `HIPFILE_CHUNK_KB`.
     pub chunk_bytes: usize,
@@ -50,40 +56,14 @@ pub struct Config {
     /// and device transfers go inline only up to [`INLINE_OTHER_MAX_BYTES`].
     /// 0 disables. `HIPFILE_INLINE_KB`.
     pub inline_max_bytes: usize,
-    /// Page-cache reads a worker starts per pass (one `io_uring_enter`)
-    /// before handing their bytes to the GPU: n > 0 at most n; 0 (the
-    /// default) no limit (but see `first_read_alone`).
-    /// `HIPFILE_CACHED_READS_PER_PASS`.
-    pub cached_reads_per_pass: usize,
     /// A worker with no GPU copy on its way submits one page-cache read
-    /// alone, so its first copy starts after one read, not two (at the start
-    /// of every synchronous request: 2 × 1.2 ms per 4 MiB pair on the H200).
-    /// On by default: hot 1 GiB sync reads 48.59, 47.97 GB/s with it against
-    /// 44.0–47.3 without, 256 MiB 42.56, 39.39 against 35.3–38.5; batches and
-    /// stream ops the same (H200 run 23, bench/RESULTS.md).
-    /// `HIPFILE_FIRST_READ_ALONE`.
+    /// alone, so its first copy starts after one read, not two: the kernel
+    /// copies a cached read inside `io_uring_enter`, and two 4 MiB reads
+    /// take 2 × 1.2 ms on the H200 host before the first byte could reach
+    /// the GPU. Hot 1 GiB sync reads on the H200: 48.0–48.6 GB/s with it,
+    /// 44.0–47.3 without. Always on; not read from the environment (tests
+    /// compare both settings).
     pub first_read_alone: bool,
-    /// Pieces per worker a synchronous request is cut into when it is smaller
-    /// than `workers × chunk × pieces`; a piece is at most a chunk, and no
-    /// smaller than [`MIN_PIECE_BYTES`] unless one piece per worker already
-    /// is (see [`crate::pipeline::split_bytes`]). With one piece per worker
-    /// every worker reads its whole piece before its first byte can go to
-    /// the GPU; with two, the first piece's copy overlaps the second read.
-    /// Default 2: hot 64 MiB sync reads on the H200 ran at 32.23, 28.68 GB/s
-    /// in 2 MiB pieces (with the first read alone) against 28.85, 26.58 in
-    /// 4 MiB ones, while 512 KiB pieces made 16 MiB reads 12–15 % slower
-    /// (run 23). `HIPFILE_PIECES_PER_WORKER`.
-    pub pieces_per_worker: usize,
-    /// A worker gives the host-to-device copies of one pass to the GPU
-    /// runtime as one batch (CUDA: `cuMemcpyBatchAsync`), so small copies
-    /// move at the link's rate for large ones (see
-    /// [`crate::gpu::Gpu::copy_htod_batch_async`]). `HIPFILE_BATCH_COPIES`.
-    pub batch_copies: bool,
-    /// A worker with nothing in the kernel polls its oldest GPU copy (and the
-    /// queue) instead of sleeping on the copy's event: it notices the copy,
-    /// and new work, sooner, at the price of a busy core while it waits.
-    /// `HIPFILE_POLL_COPIES`.
-    pub poll_copies: bool,
     /// io_uring submission-queue entries per worker ring.
     pub ring_entries: u32,
     /// `HIPFILE_IO_BACKEND` = auto | io_uring | posix: the workers' storage
@@ -91,6 +71,11 @@ pub struct Config {
     pub io_backend: BackendSetting,
     /// `HIPFILE_READ_MODE` = auto | direct | buffered.
     pub read_mode: ReadMode,
+    /// `HIPFILE_STREAM_STAGES`: stages per stream of stream-ordered I/O
+    /// (2..=[`crate::streamops::MAX_STAGES`]), each a pinned host slot of one
+    /// chunk; with 4 MiB chunks the default 8 keep 32 MiB of a stream's
+    /// reads in flight (see [`crate::streamops`]).
+    pub stream_stages: usize,
     /// `HIPFILE_GPU_RUNTIME` = auto | cuda | hip | none.
     pub gpu_runtime: RuntimeChoice,
     /// `HIPFILE_REGISTER_BUFFERS`: register bounce slabs with io_uring (READ_FIXED).
@@ -102,9 +87,8 @@ pub struct Config {
     /// H200's virtio disk a cold batch of 1 MiB entries ran at 2.06 GB/s with
     /// them and 1.27 without (a 1 MiB read from 4 KiB pages has 256 segments,
     /// above the disk's 254, so it is split and cannot merge), while hot
-    /// reads and 4 KiB random reads measured the same (check run,
-    /// bench/RESULTS.md). Where the kernel gives no huge pages (THP off) the
-    /// slab is plain memory.
+    /// reads and 4 KiB random reads measured the same. Where the kernel gives
+    /// no huge pages (THP off) the slab is plain memory.
     pub huge_pages: bool,
     /// `HIPFILE_WRITE_SYNC`: sync writes are durable (fdatasync) before they return.
     pub write_sync: bool,
@@ -122,23 +106,21 @@ pub struct Config {
     pub batch_timeout_ms: u32,
 }
 
-/// Measured defaults (GPU-MACHINE.md, H200 host, 4 GiB page-cache-hot file):
-/// 4 MiB chunks with 12 threads reached 50.0 GB/s of the 54.7 GB/s pinned link
-/// in a C prototype; 1 MiB chunks topped at 41.9 and 16 MiB at 36.0, so the
-/// chunk stays at 4 MiB. Threads: min(cores, 16). With the engine's queue,
-/// 16 workers read a hot file faster than 12 in every paired round on the
-/// H200 (1 GiB sync reads: 43.6–47.6 against 38.1–45.6 GB/s over five
-/// rounds of two runs; bench/RESULTS.md, sessions 13–14), while cold, batch
-/// and 4 KiB random reads measured the same (storage reads stay on
-/// [`DEFAULT_COLD_IO_THREADS`] workers either way).
+/// Measured defaults (H200 host, 4 GiB page-cache-hot file): 4 MiB chunks
+/// with 12 threads reached 50.0 GB/s of the 54.7 GB/s pinned link; 1 MiB
+/// chunks topped at 41.9 and 16 MiB at 36.0, so the chunk is 4 MiB.
 pub const DEFAULT_CHUNK_BYTES: usize = 4 << 20;
+/// Threads: min(cores, 16). 16 workers read a hot file faster than 12 on the
+/// H200 (1 GiB sync reads: 43.6–47.6 against 38.1–45.6 GB/s over five paired
+/// rounds), while cold, batch and 4 KiB random reads measured the same
+/// (storage reads stay on [`DEFAULT_COLD_IO_THREADS`] workers either way).
 pub const DEFAULT_MAX_THREADS: usize = 16;
 /// Two slots overlap one read with one copy, and keep the bounce memory the
 /// CPU actually touches (16 × 2 × 4 MiB = 128 MiB) inside the H200 host's
 /// 300 MiB L3: the page-cache copy writes a slot and the DMA reads it from
-/// cache. Four slots (192 MiB, plus the mid-size class) fell out of it: run 8
-/// measured 27.6 GB/s with four and 40.1 with two, and the probe
-/// (`engine/examples/hot_probe.rs`) 40.6 against 46.2 (bench/RESULTS.md).
+/// cache. Four slots (192 MiB, plus the mid-size class) fall out of it: hot
+/// reads on the H200 ran at 27.6 GB/s with four and 40.1 with two
+/// (`engine/examples/hot_probe.rs`: 40.6 against 46.2).
 pub const DEFAULT_SLOTS_PER_WORKER: usize = 2;
 /// Data bytes a small bounce slot takes.
 pub const SMALL_SLOT_DATA_BYTES: usize = 64 << 10;
@@ -151,12 +133,12 @@ pub const MID_SLOT_DATA_BYTES: usize = 1 << 20;
 pub const INLINE_OTHER_MAX_BYTES: usize = 64 << 10;
 
 /// The inline limit for host reads with `io_threads` workers. With two
-/// workers or fewer a 1 MiB read runs faster on the caller's thread: on the
-/// 2-core machine 7.5–7.9 GB/s inline against 6.6 through two workers (two
+/// workers or fewer a 1 MiB read runs faster on the caller's thread: on a
+/// 2-core VM 7.5–7.9 GB/s inline against 6.6 through two workers (two
 /// wake-ups per request cost about 100 µs there; fio: 8.0–8.2). With twelve
 /// on the H200 the workers' parallel copy wins by far (1 MiB host reads:
-/// 19.35 GB/s through them, 7.17 inline; run 17), so above two the limit
-/// stays at the 64 KiB measured since the first runs.
+/// 19.35 GB/s through them, 7.17 inline), so above two the limit is 64 KiB,
+/// where a hand-off to a worker costs more than the copy.
 pub fn default_inline_bytes(io_threads: usize) -> usize {
     if io_threads <= 2 {
         1 << 20
@@ -165,17 +147,26 @@ pub fn default_inline_bytes(io_threads: usize) -> usize {
     }
 }
 
-/// Workers that take storage-bound read chunks by default (the rest take
-/// only page-cache chunks). On the H200's virtio disk, 4 KiB random reads at
-/// QD128: 81711 IOPS with 4, 71502 with all 12 (raw 91111 and 89514), and
-/// with 4 or 8 worker threads in all 87875 and 90486 against 83177 for 12;
-/// sequential cold and hot reads did not move (runs 16, 17).
+/// Workers that take storage-bound read chunks (the rest take only
+/// page-cache chunks), a property of the engine rather than a setting: four
+/// rings keep up to 4 × 42 reads in flight, more than a disk queue needs,
+/// and fewer rings submitting to one disk means fewer, larger submissions.
+/// On the H200's virtio disk, 4 KiB random reads at QD128: 81.7k IOPS with
+/// 4, 71.5k with all 12 (raw io_uring: 89.5–91.1k); sequential cold and hot
+/// reads measured the same.
 pub const DEFAULT_COLD_IO_THREADS: usize = 4;
 /// Smallest piece a request is split into when it is spread over the workers.
 pub const MIN_SPLIT_BYTES: usize = 64 << 10;
-/// Smallest piece that `pieces_per_worker` > 1 cuts (a request whose one
-/// piece per worker is already smaller keeps that size): 2 MiB pieces sped
-/// up hot 64 MiB sync reads, 512 KiB ones slowed 16 MiB reads (run 23).
+/// Pieces per worker a synchronous request is cut into when it is smaller
+/// than workers × chunk × 2 (see `request::split_bytes`): with one
+/// piece per worker every worker reads its whole piece before its first
+/// byte can go to the GPU; with two, the first piece's copy overlaps the
+/// second read. Hot 64 MiB sync reads on the H200: 28.7–32.2 GB/s in 2 MiB
+/// pieces against 26.6–28.9 in 4 MiB ones.
+pub const PIECES_PER_WORKER: usize = 2;
+/// Smallest piece that [`PIECES_PER_WORKER`] cuts (a request whose one
+/// piece per worker is already smaller keeps that size): 512 KiB pieces made
+/// 16 MiB sync reads on the H200 12–15 % slower than one piece per worker.
 pub const MIN_PIECE_BYTES: usize = 2 << 20;
 
 impl Default for Config {
@@ -191,14 +182,11 @@ impl Default for Config {
             small_slots_per_worker: 32,
             mid_slots_per_worker: 8,
             inline_max_bytes: default_inline_bytes(cores.clamp(1, DEFAULT_MAX_THREADS)),
-            cached_reads_per_pass: 0,
             first_read_alone: true,
-            pieces_per_worker: 2,
-            batch_copies: true,
-            poll_copies: false,
             ring_entries: 128,
             io_backend: BackendSetting::Auto,
             read_mode: ReadMode::Auto,
+            stream_stages: crate::streamops::DEFAULT_STAGES,
             gpu_runtime: RuntimeChoice::Auto,
             register_buffers: true,
             pin_buffers: true,
@@ -308,9 +296,6 @@ impl Config {
         }
         c.inline_max_bytes = default_inline_bytes(c.io_threads);
         c.cold_io_threads = c.cold_io_threads.min(c.io_threads);
-        if let Some(n) = env_unsigned(env, "HIPFILE_COLD_IO_THREADS") {
-            c.cold_io_threads = clamp_warn("HIPFILE_COLD_IO_THREADS", n as usize, 0, c.io_threads);
-        }
         if let Some(kb) = env_unsigned(env, "HIPFILE_CHUNK_KB") {
             // Multiples of 4 KiB keep every chunk boundary DIO-aligned.
             let kb = clamp_warn("HIPFILE_CHUNK_KB", kb as usize, 4, 256 * 1024);
@@ -319,15 +304,12 @@ impl Config {
         if let Some(n) = env_unsigned(env, "HIPFILE_QUEUE_DEPTH") {
             c.slots_per_worker = clamp_warn("HIPFILE_QUEUE_DEPTH", n as usize, 1, 64);
         }
-        if let Some(n) = env_unsigned(env, "HIPFILE_CACHED_READS_PER_PASS") {
-            c.cached_reads_per_pass =
-                clamp_warn("HIPFILE_CACHED_READS_PER_PASS", n as usize, 0, 64);
-        }
-        if let Some(n) = env_unsigned(env, "HIPFILE_PIECES_PER_WORKER") {
-            c.pieces_per_worker = clamp_warn("HIPFILE_PIECES_PER_WORKER", n as usize, 1, 64);
-        }
         if let Some(kb) = env_unsigned(env, "HIPFILE_INLINE_KB") {
             c.inline_max_bytes = clamp_warn("HIPFILE_INLINE_KB", kb as usize, 0, 1024) << 10;
+        }
+        if let Some(n) = env_unsigned(env, "HIPFILE_STREAM_STAGES") {
+            let max = crate::streamops::MAX_STAGES;
+            c.stream_stages = clamp_warn("HIPFILE_STREAM_STAGES", n as usize, 2, max);
         }
         c.ring_entries =
             ((c.slots_per_worker * 2 + c.small_slots_per_worker + c.mid_slots_per_worker) as u32)
@@ -367,10 +349,7 @@ impl Config {
         c.register_buffers = env_bool(env, "HIPFILE_REGISTER_BUFFERS", c.register_buffers);
         c.pin_buffers = env_bool(env, "HIPFILE_PIN_BUFFERS", c.pin_buffers);
         c.huge_pages = env_bool(env, "HIPFILE_HUGE_PAGES", c.huge_pages);
-        c.first_read_alone = env_bool(env, "HIPFILE_FIRST_READ_ALONE", c.first_read_alone);
         c.write_sync = env_bool(env, "HIPFILE_WRITE_SYNC", c.write_sync);
-        c.poll_copies = env_bool(env, "HIPFILE_POLL_COPIES", c.poll_copies);
-        c.batch_copies = env_bool(env, "HIPFILE_BATCH_COPIES", c.batch_copies);
         c.allow_compat_mode = env_bool(env, "HIPFILE_ALLOW_COMPAT_MODE", c.allow_compat_mode);
         c.force_compat_mode = env_bool(env, "HIPFILE_FORCE_COMPAT_MODE", c.force_compat_mode);
         if c.force_compat_mode && !c.allow_compat_mode {
@@ -389,8 +368,18 @@ impl Config {
         if let Some(l) = env_unsigned(env, "HIPFILE_STATS_LEVEL") {
             c.stats_level = l.min(3);
         }
+        for (i, name) in retired_settings(env) {
+            warn_retired(i, name);
+        }
         c.bound_io_threads("HIPFILE_IO_THREADS");
         c
+    }
+
+    /// The number of workers that take storage-bound reads, when it is fewer
+    /// than all of them.
+    pub(crate) fn cold_limit(&self) -> Option<usize> {
+        (self.cold_io_threads > 0 && self.cold_io_threads < self.io_threads)
+            .then_some(self.cold_io_threads)
     }
 
     /// The most workers this machine can use: four per core, 64 in all, and
@@ -467,6 +456,37 @@ impl Config {
     /// boundary (a 4 MiB chunk at offset 4095 covers 4096 + 4 MiB + 4096 at most).
     pub fn slot_bytes(&self) -> usize {
         self.chunk_bytes + 2 * crate::file::MAX_DIO_ALIGN
+    }
+}
+
+/// Variables that once tuned the engine and are now fixed in the code. A
+/// script that still sets one is told so (once per variable and process)
+/// instead of silently getting the fixed behaviour.
+pub const RETIRED_SETTINGS: [&str; 6] = [
+    "HIPFILE_CACHED_READS_PER_PASS",
+    "HIPFILE_FIRST_READ_ALONE",
+    "HIPFILE_PIECES_PER_WORKER",
+    "HIPFILE_BATCH_COPIES",
+    "HIPFILE_POLL_COPIES",
+    "HIPFILE_COLD_IO_THREADS",
+];
+
+/// The retired variables `env` sets, with their index in [`RETIRED_SETTINGS`].
+pub fn retired_settings(
+    env: &(impl Env + ?Sized),
+) -> impl Iterator<Item = (usize, &'static str)> + '_ {
+    RETIRED_SETTINGS
+        .iter()
+        .enumerate()
+        .filter(|(_, name)| env.get(name).is_some())
+        .map(|(i, name)| (i, *name))
+}
+
+fn warn_retired(i: usize, name: &str) {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static WARNED: AtomicU32 = AtomicU32::new(0);
+    if WARNED.fetch_or(1 << i, Ordering::Relaxed) & (1 << i) == 0 {
+        log_warn!("{name} is no longer a setting: the engine's behaviour is fixed; the variable is ignored");
     }
 }
 
@@ -617,6 +637,15 @@ mod tests {
     }
 
     #[test]
+    fn stream_stages_are_read_and_clamped() {
+        assert_eq!(Config::default().stream_stages, 8);
+        for (v, want) in [("4", 4), ("1", 2), ("1000", 64), ("four", 8)] {
+            let env: &[(&str, &str)] = &[("HIPFILE_STREAM_STAGES", v)];
+            assert_eq!(Config::from_env_with(env).stream_stages, want, "{v}");
+        }
+    }
+
+    #[test]
     fn the_io_backend_comes_from_hipfile_io_backend() {
         assert_eq!(Config::default().io_backend, BackendSetting::Auto);
         for (v, want) in [
@@ -651,17 +680,6 @@ mod tests {
         assert_eq!((c.cold_io_threads, c.inline_max_bytes), (2, 1 << 20));
         let env: &[(&str, &str)] = &[("HIPFILE_IO_THREADS", "12"), ("HIPFILE_INLINE_KB", "256")];
         assert_eq!(Config::from_env_with(env).inline_max_bytes, 256 << 10);
-        let env: &[(&str, &str)] = &[
-            ("HIPFILE_IO_THREADS", "6"),
-            ("HIPFILE_COLD_IO_THREADS", "2"),
-        ];
-        let c = Config::from_env_with(env);
-        assert_eq!((c.io_threads, c.cold_io_threads), (6, 2));
-        let env: &[(&str, &str)] = &[
-            ("HIPFILE_IO_THREADS", "6"),
-            ("HIPFILE_COLD_IO_THREADS", "9"),
-        ];
-        assert_eq!(Config::from_env_with(env).cold_io_threads, 6);
     }
 
     #[test]
@@ -672,47 +690,43 @@ mod tests {
     }
 
     #[test]
-    fn batch_copies_are_on_unless_refused() {
-        assert!(Config::default().batch_copies);
-        let env: &[(&str, &str)] = &[("HIPFILE_BATCH_COPIES", "false")];
-        assert!(!Config::from_env_with(env).batch_copies);
-    }
-
-    #[test]
-    fn poll_copies_is_off_unless_asked() {
-        assert!(!Config::default().poll_copies);
-        let env: &[(&str, &str)] = &[("HIPFILE_POLL_COPIES", "true")];
-        assert!(Config::from_env_with(env).poll_copies);
-        let env: &[(&str, &str)] = &[("HIPFILE_POLL_COPIES", "yes")];
-        assert!(!Config::from_env_with(env).poll_copies);
-    }
-
-    #[test]
-    fn pieces_per_worker_is_read_and_clamped() {
-        assert_eq!(Config::default().pieces_per_worker, 2);
-        let env: &[(&str, &str)] = &[("HIPFILE_PIECES_PER_WORKER", "4")];
-        assert_eq!(Config::from_env_with(env).pieces_per_worker, 4);
-        let env: &[(&str, &str)] = &[("HIPFILE_PIECES_PER_WORKER", "0")];
-        assert_eq!(Config::from_env_with(env).pieces_per_worker, 1);
-        let env: &[(&str, &str)] = &[("HIPFILE_PIECES_PER_WORKER", "1000")];
-        assert_eq!(Config::from_env_with(env).pieces_per_worker, 64);
-        let env: &[(&str, &str)] = &[("HIPFILE_PIECES_PER_WORKER", "two")];
+    fn retired_settings_are_named_and_ignored() {
+        let env: &[(&str, &str)] = &[
+            ("HIPFILE_IO_THREADS", "6"),
+            ("HIPFILE_COLD_IO_THREADS", "2"),
+            ("HIPFILE_FIRST_READ_ALONE", "false"),
+            ("HIPFILE_POLL_COPIES", "true"),
+        ];
+        let named: Vec<&str> = retired_settings(env).map(|(_, n)| n).collect();
         assert_eq!(
-            Config::from_env_with(env).pieces_per_worker,
-            Config::default().pieces_per_worker
+            named,
+            [
+                "HIPFILE_FIRST_READ_ALONE",
+                "HIPFILE_POLL_COPIES",
+                "HIPFILE_COLD_IO_THREADS"
+            ]
         );
+        let c = Config::from_env_with(env);
+        let fixed = Config {
+            io_threads: 6,
+            inline_max_bytes: default_inline_bytes(6),
+            ring_entries: c.ring_entries,
+            ..Config::default()
+        };
+        assert_eq!(c, fixed);
+        assert_eq!(c.cold_io_threads, DEFAULT_COLD_IO_THREADS);
+        assert!(c.first_read_alone);
     }
 
     #[test]
-    fn cached_reads_per_pass_defaults_to_unlimited_and_is_clamped() {
-        assert_eq!(Config::default().cached_reads_per_pass, 0);
-        assert!(Config::default().first_read_alone);
-        let off: &[(&str, &str)] = &[("HIPFILE_FIRST_READ_ALONE", "false")];
-        assert!(!Config::from_env_with(off).first_read_alone);
-        let env: &[(&str, &str)] = &[("HIPFILE_CACHED_READS_PER_PASS", "1")];
-        assert_eq!(Config::from_env_with(env).cached_reads_per_pass, 1);
-        let env: &[(&str, &str)] = &[("HIPFILE_CACHED_READS_PER_PASS", "100")];
-        assert_eq!(Config::from_env_with(env).cached_reads_per_pass, 64);
+    fn storage_reads_use_at_most_the_fixed_worker_count() {
+        let env: &[(&str, &str)] = &[("HIPFILE_IO_THREADS", "2")];
+        assert_eq!(Config::from_env_with(env).cold_limit(), None);
+        let env: &[(&str, &str)] = &[("HIPFILE_IO_THREADS", "12")];
+        assert_eq!(
+            Config::from_env_with(env).cold_limit(),
+            Some(DEFAULT_COLD_IO_THREADS)
+        );
     }
 
     #[test]

@@ -729,7 +729,7 @@ mod tests {
         "url": "http://example.com/a//b"
     },
     "fs": { "generic": { "posix_unaligned_writes": false } },
-    "hipfile": { "cold_io_threads": 2, "huge_pages": false }
+    "hipfile": { "queue_depth": 3, "stream_stages": 4, "huge_pages": false }
 }"#;
 
     fn sample() -> FileConfig {
@@ -761,7 +761,8 @@ mod tests {
         assert_eq!(c.io_threads, 6);
         assert_eq!(c.chunk_bytes, 1024 << 10);
         assert_eq!(c.stats_level, 2);
-        assert_eq!(c.cold_io_threads, 2);
+        assert_eq!(c.slots_per_worker, 3);
+        assert_eq!(c.stream_stages, 4);
         assert!(!c.huge_pages);
     }
 
@@ -861,6 +862,16 @@ mod tests {
             ["hipfile.io_threds", "properties.max_direct_io_sise_kb"]
         );
         assert_eq!(f.entries["hipfile.io_threds"].line, 5);
+    }
+
+    #[test]
+    fn a_retired_setting_in_the_file_is_ignored_but_not_unknown() {
+        let f = FileConfig::parse("c.json", r#"{"hipfile": {"poll_copies": true}}"#);
+        let none: &[(&str, &str)] = &[];
+        let c = Config::from_env_with(&Layered::new(none, Some(&f)));
+        assert_eq!(c, Config::from_env_with(&Layered::new(none, None)));
+        // Named by the retired-setting warning, so not again as unknown.
+        assert_eq!(f.unused(), (vec![], vec![]));
     }
 
     #[test]

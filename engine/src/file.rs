@@ -39,7 +39,7 @@ impl MountInfo {
 /// descriptor is opened on the first I/O that wants it (a loader that reads
 /// each file once from the page cache never pays for it), and the mount entry
 /// and the block queue's segment limit are kept per device for the process
-/// ([`DeviceFacts`]).
+/// (`DeviceFacts`).
 #[derive(Debug)]
 pub struct File {
     /// The caller's descriptor; never closed by us.
@@ -379,7 +379,7 @@ impl File {
     }
 
     /// The mount entry of the file's filesystem (cached per device; see
-    /// [`DeviceFacts`]). A block device, or a file on a device the mount table
+    /// `DeviceFacts`). A block device, or a file on a device the mount table
     /// does not list, reports "bdev" or "unknown".
     pub fn mount(&self) -> MountInfo {
         DeviceFacts::with(|f| f.mount(self.dev)).unwrap_or_else(|| MountInfo {
@@ -469,6 +469,28 @@ impl File {
             return Err(OpError::InvalidFileOpenFlag.into());
         }
         Ok(())
+    }
+
+    /// Unit tests of the engine's I/O decisions: take `fd` (owned from now
+    /// on, closed on drop) as the O_DIRECT descriptor, with `align`-byte
+    /// alignment, and `client_direct` as the caller's open mode. The tests
+    /// never do I/O through it.
+    #[cfg(test)]
+    pub(crate) fn set_direct_for_tests(&mut self, fd: RawFd, align: u32, client_direct: bool) {
+        if let Some(Some(old)) = self.direct_fd.get() {
+            if !self.client_direct {
+                // SAFETY: opened lazily by `open_direct`; replaced, so closed here.
+                unsafe { libc::close(*old) };
+            }
+        }
+        self.direct_fd = std::sync::OnceLock::from(Some(fd));
+        self.client_direct = client_direct;
+        if client_direct {
+            // Drop closes a client's O_DIRECT descriptor only when we own it.
+            self.owned_fds.push(fd);
+        }
+        self.dio_mem_align = align;
+        self.dio_offset_align = align;
     }
 
     pub fn busy(&self) -> bool {

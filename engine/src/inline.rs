@@ -1,4 +1,6 @@
-//! Small device-memory transfers on the caller's thread.
+//! Small transfers on the caller's thread: host memory with pread/pwrite
+//! ([`host_io`]), device memory through a per-thread bounce buffer
+//! ([`device_io`]).
 //!
 //! Handing a 4 KiB read to a worker (channel, ring, slot, copy on the worker's
 //! stream, event) cost 52.6 µs p50 on the H200 host against 9.7 µs for pread
@@ -8,9 +10,12 @@
 //! an async copy followed by a stream synchronisation on the caller's thread.
 
 use crate::bounce::Slab;
+use crate::errno::{libc_result, verdict, Verdict, Way, MAX_RETRIES};
 use crate::error::{Error, OpError, Result};
 use crate::gpu::{Gpu, Stream};
-use crate::pipeline::{inline_host_io, Direction, IoRequest, Memory};
+use crate::request::{Direction, IoRequest, Memory};
+use crate::MAX_RW_COUNT;
+use crate::{log::Level, log_once};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -89,7 +94,7 @@ pub(crate) fn device_io(gpu: &Arc<dyn Gpu>, req: &IoRequest) -> Result<usize> {
         };
         match req.dir {
             Direction::Read => {
-                let n = inline_host_io(&host)?;
+                let n = host_io(&host)?;
                 if n > 0 {
                     // SAFETY: the bounce holds n valid bytes and stays untouched until
                     // the stream synchronisation below returns.
@@ -103,8 +108,138 @@ pub(crate) fn device_io(gpu: &Arc<dyn Gpu>, req: &IoRequest) -> Result<usize> {
                 // the synchronisation returns.
                 unsafe { gpu.copy_dtoh_async(bounce, ptr, req.size, stream)? };
                 gpu.stream_synchronize(stream)?;
-                inline_host_io(&host)
+                host_io(&host)
             }
         }
     })
+}
+
+/// A small host-memory transfer on the caller's thread: what pread/pwrite
+/// would cost, without a hand-off. Reads use the page cache when the range is
+/// resident (RWF_NOWAIT) and O_DIRECT when it is not and the request is
+/// aligned; writes go to the descriptor kind the caller opened, positional
+/// whatever the descriptor's flags are now ([`crate::file::noappend_flag`]).
+/// A write that fails after part of it was written reports that part, as
+/// pwrite does (this loop writes in order, so nothing lies past it). Each
+/// result means what [`crate::errno`] says it means.
+pub(crate) fn host_io(req: &IoRequest) -> Result<usize> {
+    let Memory::Host(p) = req.mem else {
+        return Err(OpError::InternalError.into());
+    };
+    let f = &req.file;
+    let size = req.size.min(MAX_RW_COUNT);
+    // O_DIRECT was refused with EINVAL: the page cache from then on.
+    let mut no_direct = false;
+    let aligned = |off: u64, ptr: usize, len: usize| {
+        f.direct().is_some_and(|(_, a)| {
+            off % a == 0 && len as u64 % a == 0 && ptr as u64 % f.dio_mem_align.max(1) as u64 == 0
+        })
+    };
+    let mut done = 0usize;
+    let mut retries = 0u32;
+    while done < size {
+        let off = req.file_offset + done as u64;
+        let ptr = p + done;
+        let len = size - done;
+        let v = match req.dir {
+            Direction::Read => {
+                let direct_fd = match f.direct() {
+                    Some((dfd, _)) if !no_direct && aligned(off, ptr, len) => Some(dfd),
+                    _ => None,
+                };
+                let iov = libc::iovec {
+                    iov_base: ptr as *mut libc::c_void,
+                    iov_len: len,
+                };
+                // Large and not all in the page cache: straight to O_DIRECT.
+                // A RWF_NOWAIT read that misses still starts readahead, which
+                // would read the range a second time. (A small read skips the
+                // question: it would cost more than the read.)
+                let want_direct = direct_fd.is_some()
+                    && (f.client_direct
+                        || len > crate::config::INLINE_OTHER_MAX_BYTES
+                            && crate::file::fully_cached(f.buffered_fd, off, len as u64)
+                                == Some(false));
+                let probe = if want_direct {
+                    Verdict::Miss
+                } else {
+                    // SAFETY: the caller's buffer covers [ptr, ptr + len) (the C contract).
+                    let r = unsafe {
+                        libc::preadv2(f.buffered_fd, &iov, 1, off as i64, libc::RWF_NOWAIT)
+                    };
+                    verdict(Way::CacheProbe, libc_result(r), len)
+                };
+                match probe {
+                    Verdict::Miss | Verdict::FallBack => {
+                        let (fd, way) = match direct_fd {
+                            Some(dfd) => (dfd, Way::DirectRead),
+                            None => (f.buffered_fd, Way::BufferedRead),
+                        };
+                        // SAFETY: as above.
+                        let r =
+                            unsafe { libc::pread(fd, ptr as *mut libc::c_void, len, off as i64) };
+                        verdict(way, libc_result(r), len)
+                    }
+                    v => v,
+                }
+            }
+            Direction::Write => {
+                // O_DIRECT only on a descriptor the caller opened so: a
+                // direct write beside page-cache pages of the same range
+                // makes the kernel record EIO for every later fsync. (Not
+                // asking `direct()` otherwise: it would open a descriptor.)
+                let direct_fd = (f.client_direct && !no_direct && aligned(off, ptr, len))
+                    .then(|| f.direct())
+                    .flatten();
+                let (fd, way) = match direct_fd {
+                    Some((dfd, _)) => (dfd, Way::DirectWrite),
+                    None => (f.buffered_fd, Way::BufferedWrite),
+                };
+                let iov = libc::iovec {
+                    iov_base: ptr as *mut libc::c_void,
+                    iov_len: len,
+                };
+                let flags = crate::file::noappend_flag();
+                // SAFETY: the caller's buffer covers [ptr, ptr + len).
+                let r = unsafe { libc::pwritev2(fd, &iov, 1, off as i64, flags) };
+                verdict(way, libc_result(r), len)
+            }
+        };
+        match v {
+            Verdict::Complete(n) | Verdict::Short(n) => done += n,
+            Verdict::Eof => break,
+            Verdict::Retry(errno) => {
+                if retries >= MAX_RETRIES {
+                    return failed(req.dir, done, errno);
+                }
+                retries += 1;
+            }
+            Verdict::FallBack => {
+                log_once!(
+                    Level::Warn,
+                    "an O_DIRECT transfer was refused with EINVAL although it met the \
+                     announced alignment; using the page cache for it"
+                );
+                no_direct = true;
+            }
+            Verdict::Fail(errno) => return failed(req.dir, done, errno),
+            Verdict::Miss => {
+                // Only a page-cache probe misses, and its miss was handled above.
+                crate::log_error!("internal error: a page-cache miss reached the inline loop");
+                return Err(OpError::InternalError.into());
+            }
+        }
+    }
+    Ok(done)
+}
+
+/// What a transfer that failed with `errno` after `done` bytes reports: a
+/// write the bytes it wrote (from its start), as pwrite does; a read, or a
+/// write that wrote nothing, the error.
+fn failed(dir: Direction, done: usize, errno: i32) -> Result<usize> {
+    if dir == Direction::Write && done > 0 {
+        Ok(done)
+    } else {
+        Err(Error::Os(errno))
+    }
 }

@@ -4,8 +4,9 @@
 //! the hipFile C ABI. A Rust program embeds it through the safe API of
 //! [`api`]: open files with [`Engine::open`], read into slices, owned
 //! [`HostBuffer`]s or [`DeviceSlice`]s, wait for [`IoFuture`]s, read many
-//! ranges at once with [`Engine::read_batch`]. [`Engine::read`] and the other
-//! raw entry points take addresses and are `unsafe`.
+//! ranges at once with [`api::read_batch`]. [`Engine::read`] and the other
+//! raw entry points take addresses and are `unsafe`. `ARCHITECTURE.md` at the
+//! repository root walks through the modules in the order data meets them.
 //!
 //! # Ownership and threading rules
 //! - An [`Engine`] owns one worker thread per configured I/O thread. Each worker
@@ -14,15 +15,15 @@
 //!   the worker touches its ring (`ring.rs`). Where io_uring is refused, the
 //!   ring is the POSIX backend instead, with the same interface and results
 //!   (`storage`).
-//! - A request is split into chunks aligned to the file's DIO alignment, which
-//!   go in order into one queue (`queue.rs`); a worker takes the front chunk
+//! - A request is split into chunks aligned to the file's DIO alignment
+//!   (`request.rs`), which go in order into one queue (`queue.rs`); a worker takes the front chunk
 //!   when it can start it and holds no more than its fair share. Read chunks
 //!   bound for storage (O_DIRECT) go only to the first `cold_io_threads`
 //!   workers; page-cache chunks to all. Every worker pipelines its chunks, so
 //!   the storage read of one chunk overlaps the GPU copy of the one before.
 //! - A bounce slot belongs to the kernel from the SQE push to its CQE, then to
 //!   the GPU until an event recorded after its copy has completed; only then
-//!   is it reused. One event per stream covers all the copies a worker queued
+//!   is it reused (`worker/chunk.rs` expresses this in types). One event per stream covers all the copies a worker queued
 //!   in one pass (a stream runs them in order).
 //! - Synchronous host reads up to `inline_max_bytes` (and small host writes
 //!   and device transfers) run on the caller's thread, without a worker.
@@ -39,6 +40,7 @@ pub mod batch;
 pub mod bounce;
 pub mod config;
 pub mod config_file;
+mod errno;
 pub mod error;
 pub mod file;
 pub mod fork;
@@ -48,7 +50,10 @@ pub mod log;
 pub mod pipeline;
 mod queue;
 pub mod registry;
+mod request;
 pub mod ring;
+#[cfg(test)]
+mod scratch;
 pub mod stats;
 pub mod storage;
 pub mod streamops;

@@ -66,6 +66,7 @@ pub struct Driver {
     /// Tests can run the driver over another runtime (the test double).
     gpu_override: RwLock<Option<Arc<dyn Gpu>>>,
     /// Tests can put a fault plan on the rings of the next engine.
+    #[cfg(feature = "testing")]
     faults: RwLock<Option<crate::worker::FaultFactory>>,
 }
 
@@ -100,6 +101,7 @@ pub fn driver() -> &'static Driver {
             gpu: OnceLock::new(),
             env: OnceLock::new(),
             gpu_override: RwLock::new(None),
+            #[cfg(feature = "testing")]
             faults: RwLock::new(None),
         }
     })
@@ -153,6 +155,7 @@ impl Driver {
     }
 
     /// Fault-inject the rings of engines started from now on (tests only).
+    #[cfg(feature = "testing")]
     pub fn set_fault_factory(&self, f: Option<crate::worker::FaultFactory>) {
         *self.faults.write().unwrap_or_else(|p| p.into_inner()) = f;
     }
@@ -161,12 +164,14 @@ impl Driver {
         if st.engine.is_none() {
             let mut cfg = self.env_config().clone();
             st.params.apply(&mut cfg);
-            let faults = self
-                .faults
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone();
-            st.engine = Some(Engine::with_faults(cfg, self.gpu(), faults)?);
+            #[cfg(feature = "testing")]
+            let engine = {
+                let faults = self.faults.read().unwrap_or_else(|p| p.into_inner());
+                Engine::with_faults(cfg, self.gpu(), faults.clone())
+            };
+            #[cfg(not(feature = "testing"))]
+            let engine = Engine::with_gpu(cfg, self.gpu());
+            st.engine = Some(engine?);
         }
         Ok(())
     }

@@ -2,11 +2,29 @@
 //!
 //! A buffer handed to [`Ring::push`] belongs to the kernel until its completion
 //! has been returned by [`Ring::reap`]; callers track that in their in-flight
-//! tables. A [`FaultPlan`] can sit between the kernel and the caller to rewrite
-//! completions (tests only): short transfers, EINTR, EAGAIN, EIO, ENOSPC,
-//! ECANCELED, and reordering.
+//! tables. With the `testing` feature a `FaultPlan` can sit between the
+//! kernel and the caller to rewrite completions: short transfers, EINTR,
+//! EAGAIN, EIO, ENOSPC, ECANCELED, and reordering.
+//!
+//! Neither queue of the ring can stall the caller:
+//! - a full submission queue parks the op in a bounded FIFO of the ring's own
+//!   (as many ops as the queue holds), which feeds the queue, in order, as the
+//!   kernel consumes it; past that bound `push` fails instead of blocking;
+//! - an overflowed completion queue (`io_uring_enter` fails with EBUSY while
+//!   the kernel holds completions it could not post) is emptied into a
+//!   backlog that [`Ring::reap`] hands out first, and the call is repeated.
+//!   The worker keeps fewer ops in flight than the completion queue holds
+//!   (twice the submission queue), so this is a safeguard, not a path.
 
+#[cfg(feature = "testing")]
+mod faults;
+
+#[cfg(feature = "testing")]
+pub use faults::{FaultPlan, SeededFaults};
+
+use crate::{log::Level, log_once};
 use io_uring::{opcode, squeue, types, IoUring};
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
@@ -56,27 +74,29 @@ pub struct Cqe {
     pub result: i32,
 }
 
-/// Rewrites completions between the kernel and the engine (fault injection).
-/// `op` is the operation that produced `cqe`. Returned completions are handed
-/// to the engine; a plan may hold some back (reordering) and must release them
-/// from `flush` when asked.
-pub trait FaultPlan: Send {
-    fn on_complete(&mut self, op: &Op, cqe: Cqe, out: &mut Vec<Cqe>);
-    /// Release held completions (called once nothing else is in the kernel).
-    fn flush(&mut self, out: &mut Vec<Cqe>);
-    /// How many completions the plan holds back right now.
-    fn holding(&self) -> usize;
-}
-
 pub struct Ring {
     uring: IoUring,
-    /// Ops in flight by user_data, so a fault plan can see what it rewrites.
+    /// Ops pushed and not reaped, by user_data (parked ones too), so a fault
+    /// plan can see what it rewrites.
     ops: std::collections::HashMap<u64, Op>,
+    #[cfg(feature = "testing")]
     faults: Option<Box<dyn FaultPlan>>,
-    unsubmitted: usize,
+    /// Ops that found the submission queue full, oldest first.
+    parked: VecDeque<squeue::Entry>,
+    /// At most this many ops wait in `parked`.
+    parked_max: usize,
+    /// Completions taken off an overflowed completion queue, not yet reaped.
+    backlog: Vec<Cqe>,
     /// The kernel refused a timed wait (EXT_ARG, Linux < 5.11): waits block.
     no_timed_wait: bool,
+    /// Tests: the next `io_uring_enter` calls fail with these errnos, unissued.
+    #[cfg(test)]
+    fail_next_enter: VecDeque<i32>,
 }
+
+/// Consecutive EBUSY answers, each after the completion queue was emptied,
+/// before `io_uring_enter` gives the error to the caller.
+const MAX_BUSY: u32 = 3;
 
 impl Ring {
     pub fn new(entries: u32) -> io::Result<Ring> {
@@ -87,15 +107,22 @@ impl Ring {
                 // Older kernels (< 6.0) refuse SINGLE_ISSUER; it is only a hint.
                 IoUring::new(entries)
             })?;
+        let parked_max = uring.params().sq_entries() as usize;
         Ok(Ring {
             uring,
-            ops: std::collections::HashMap::new(),
+            ops: std::collections::HashMap::with_capacity(2 * parked_max),
+            #[cfg(feature = "testing")]
             faults: None,
-            unsubmitted: 0,
+            parked: VecDeque::with_capacity(parked_max),
+            parked_max,
+            backlog: Vec::new(),
             no_timed_wait: false,
+            #[cfg(test)]
+            fail_next_enter: VecDeque::new(),
         })
     }
 
+    #[cfg(feature = "testing")]
     pub fn set_fault_plan(&mut self, plan: Option<Box<dyn FaultPlan>>) {
         self.faults = plan;
     }
@@ -112,28 +139,58 @@ impl Ring {
 
     /// Ops pushed whose completion the caller has not seen yet.
     pub fn in_flight(&self) -> usize {
-        self.ops.len() + self.faults.as_ref().map_or(0, |p| p.holding())
+        #[cfg(feature = "testing")]
+        let held = self.faults.as_ref().map_or(0, |p| p.holding());
+        #[cfg(not(feature = "testing"))]
+        let held = 0;
+        self.ops.len() + held
     }
 
-    /// Queue `op`, tagged `user_data` (unique among in-flight ops).
+    /// Queue `op`, tagged `user_data` (unique among in-flight ops). When the
+    /// submission queue is full the op is parked and enters it, in order, at
+    /// a later submit; EAGAIN when the parking space is full too.
     ///
     /// # Safety
     /// The memory `op` names must stay valid and unaliased until its completion
     /// is returned by `reap`.
     pub unsafe fn push(&mut self, op: Op, user_data: u64) -> io::Result<()> {
         let entry = build_sqe(&op).user_data(user_data);
-        loop {
-            // SAFETY: the entry's buffers are valid until completion (caller's contract).
-            let pushed = unsafe { self.uring.submission().push(&entry) };
-            if pushed.is_ok() {
-                break;
+        // Behind parked ops, an op waits its turn: ops enter the kernel in push order.
+        // SAFETY: the entry's buffers are valid until completion (caller's contract).
+        if !self.parked.is_empty() || unsafe { self.uring.submission().push(&entry) }.is_err() {
+            if self.parked.len() >= self.parked_max {
+                return Err(io::Error::from_raw_os_error(libc::EAGAIN));
             }
-            // Submission queue full: hand what is queued to the kernel and retry.
-            self.submit()?;
+            self.parked.push_back(entry);
         }
-        self.unsubmitted += 1;
         self.ops.insert(user_data, op);
         Ok(())
+    }
+
+    /// Move parked ops into the submission queue while it has room.
+    fn unpark(&mut self) {
+        if self.parked.is_empty() {
+            return;
+        }
+        let mut sq = self.uring.submission();
+        while let Some(entry) = self.parked.front() {
+            // SAFETY: pushed by `push`, whose caller keeps the buffers valid
+            // until the op's completion.
+            if unsafe { sq.push(entry) }.is_err() {
+                break;
+            }
+            self.parked.pop_front();
+        }
+    }
+
+    /// Move the posted completions into the backlog; how many there were.
+    fn drain_completions(&mut self) -> usize {
+        let before = self.backlog.len();
+        self.backlog.extend(self.uring.completion().map(|c| Cqe {
+            user_data: c.user_data(),
+            result: c.result(),
+        }));
+        self.backlog.len() - before
     }
 
     /// Submit queued entries without waiting.
@@ -151,65 +208,105 @@ impl Ring {
     /// nothing completed (a worker then looks at its GPU copies and the work
     /// queue). Blocks without a limit on kernels that cannot time the wait.
     pub fn submit_and_wait_for(&mut self, want: usize, timeout: Duration) -> io::Result<()> {
-        let timeout = (!self.no_timed_wait).then_some(timeout);
-        self.enter(want, timeout)
+        self.enter(want, Some(timeout))
     }
 
     fn enter(&mut self, want: usize, timeout: Option<Duration>) -> io::Result<()> {
-        let want = want.min(self.ops.len());
-        // Nothing to wait for: a timeout would only add a syscall argument.
-        let ts = timeout.filter(|_| want > 0).map(types::Timespec::from);
+        self.unpark();
+        // Parked ops are not in the kernel: no completion of theirs can come.
+        let mut want = want.min(self.ops.len() - self.parked.len());
+        let mut busy = 0;
         loop {
-            let r = match &ts {
-                Some(ts) => {
-                    let args = types::SubmitArgs::new().timespec(ts);
-                    self.uring.submitter().submit_with_args(want, &args)
-                }
-                None => self.uring.submit_and_wait(want),
+            // Completions already taken off the queue count towards the wait.
+            want = want.saturating_sub(self.backlog.len());
+            // Nothing to wait for: a timeout would only add a syscall argument.
+            let ts = timeout
+                .filter(|_| want > 0 && !self.no_timed_wait)
+                .map(types::Timespec::from);
+            let r = match self.take_injected_failure() {
+                Some(e) => Err(e),
+                None => match &ts {
+                    Some(ts) => {
+                        let args = types::SubmitArgs::new().timespec(ts);
+                        self.uring.submitter().submit_with_args(want, &args)
+                    }
+                    None => self.uring.submit_and_wait(want),
+                },
             };
             let Err(e) = r else {
-                self.unsubmitted = 0;
-                return Ok(());
+                break;
             };
             match e.raw_os_error() {
                 Some(libc::EINTR) => continue,
                 // Timed out: the entries were submitted all the same.
-                Some(libc::ETIME) if ts.is_some() => {
-                    self.unsubmitted = 0;
-                    return Ok(());
+                Some(libc::ETIME) if ts.is_some() => break,
+                // The completion queue overflowed and the kernel holds
+                // completions it could not post; it takes no submissions until
+                // they fit. Empty the queue into the backlog and enter again.
+                Some(libc::EBUSY) => {
+                    if self.drain_completions() == 0 {
+                        busy += 1;
+                        if busy >= MAX_BUSY {
+                            return Err(e);
+                        }
+                    }
                 }
-                // CQ overflow backlog: the caller must reap first; report success so it does.
-                Some(libc::EBUSY) => return Ok(()),
                 // No EXT_ARG (Linux < 5.11): wait without a limit from now on.
-                Some(libc::EINVAL) if ts.is_some() => {
-                    self.no_timed_wait = true;
-                    return self.enter(want, None);
-                }
+                Some(libc::EINVAL) if ts.is_some() => self.no_timed_wait = true,
                 _ => return Err(e),
             }
         }
+        self.unpark();
+        Ok(())
     }
 
-    /// Move ready completions into `out` (after the fault plan, if any).
+    #[cfg(test)]
+    fn take_injected_failure(&mut self) -> Option<io::Error> {
+        self.fail_next_enter
+            .pop_front()
+            .map(io::Error::from_raw_os_error)
+    }
+
+    #[cfg(not(test))]
+    fn take_injected_failure(&mut self) -> Option<io::Error> {
+        None
+    }
+
+    /// Move ready completions into `out` (after the fault plan, if any):
+    /// first those an overflow put in the backlog, then the posted ones.
     pub fn reap(&mut self, out: &mut Vec<Cqe>) {
-        let mut raw = Vec::new();
-        for cqe in self.uring.completion() {
-            raw.push(Cqe {
-                user_data: cqe.user_data(),
-                result: cqe.result(),
-            });
-        }
-        for cqe in raw {
-            let Some(op) = self.ops.remove(&cqe.user_data) else {
+        let Ring {
+            uring,
+            ops,
+            #[cfg(feature = "testing")]
+            faults,
+            backlog,
+            ..
+        } = self;
+        let posted = uring.completion().map(|c| Cqe {
+            user_data: c.user_data(),
+            result: c.result(),
+        });
+        for cqe in backlog.drain(..).chain(posted) {
+            let Some(op) = ops.remove(&cqe.user_data) else {
+                log_once!(
+                    Level::Error,
+                    "io_uring completion for no pushed op (user_data {}); ignored",
+                    cqe.user_data
+                );
                 continue;
             };
-            match self.faults.as_mut() {
-                Some(plan) => plan.on_complete(&op, cqe, out),
-                None => out.push(cqe),
+            #[cfg(feature = "testing")]
+            if let Some(plan) = faults.as_mut() {
+                plan.on_complete(&op, cqe, out);
+                continue;
             }
+            let _ = op;
+            out.push(cqe);
         }
-        if self.ops.is_empty() {
-            if let Some(plan) = self.faults.as_mut() {
+        #[cfg(feature = "testing")]
+        if ops.is_empty() {
+            if let Some(plan) = faults.as_mut() {
                 plan.flush(out);
             }
         }
@@ -286,95 +383,6 @@ impl Drop for Ring {
     }
 }
 
-/// A reproducible fault plan for tests: rewrites completions by a seeded
-/// generator. Short transfers stay 4 KiB multiples (what the kernel does
-/// mid-file, also for O_DIRECT); hard errors are counted so a test can tell an
-/// injected failure from a real one.
-pub struct SeededFaults {
-    state: u64,
-    /// Per mille of completions to rewrite.
-    pub rate: u32,
-    /// Which rewrites are allowed.
-    pub hard_errors: bool,
-    held: Vec<Cqe>,
-    pub injected_hard: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    pub injected_soft: std::sync::Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl SeededFaults {
-    pub fn new(seed: u64, rate: u32, hard_errors: bool) -> SeededFaults {
-        SeededFaults {
-            state: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
-            rate,
-            hard_errors,
-            held: Vec::new(),
-            injected_hard: Default::default(),
-            injected_soft: Default::default(),
-        }
-    }
-
-    fn next(&mut self) -> u64 {
-        self.state ^= self.state >> 12;
-        self.state ^= self.state << 25;
-        self.state ^= self.state >> 27;
-        self.state.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
-
-impl FaultPlan for SeededFaults {
-    fn on_complete(&mut self, op: &Op, cqe: Cqe, out: &mut Vec<Cqe>) {
-        use std::sync::atomic::Ordering::Relaxed;
-        let roll = (self.next() % 1000) as u32;
-        if roll >= self.rate || matches!(op, Op::Fsync { .. }) {
-            out.push(cqe);
-            return;
-        }
-        let kind = self.next() % if self.hard_errors { 7 } else { 4 };
-        let rewritten = match kind {
-            // A short transfer: the engine must resubmit the rest.
-            // (Never 0: that means EOF, which a kernel does not report mid-file.)
-            0 if cqe.result >= 8192 => Some((cqe.result / 2) & !4095),
-            1 => Some(-libc::EINTR),
-            2 => Some(-libc::EAGAIN),
-            3 => {
-                // Hold it back: completions arrive out of order.
-                self.held.push(cqe);
-                self.injected_soft.fetch_add(1, Relaxed);
-                return;
-            }
-            4 => Some(-libc::EIO),
-            5 => Some(-libc::ENOSPC),
-            6 => Some(-libc::ECANCELED),
-            _ => None,
-        };
-        match rewritten {
-            Some(r) => {
-                if kind >= 4 {
-                    self.injected_hard.fetch_add(1, Relaxed);
-                } else {
-                    self.injected_soft.fetch_add(1, Relaxed);
-                }
-                out.push(Cqe {
-                    user_data: cqe.user_data,
-                    result: r,
-                });
-            }
-            None => out.push(cqe),
-        }
-    }
-
-    fn flush(&mut self, out: &mut Vec<Cqe>) {
-        // Release in reverse order of arrival.
-        while let Some(c) = self.held.pop() {
-            out.push(c);
-        }
-    }
-
-    fn holding(&self) -> usize {
-        self.held.len()
-    }
-}
-
 /// Why io_uring cannot serve the workers in this process.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Unusable {
@@ -446,7 +454,7 @@ pub fn probe() -> Result<(), Unusable> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
+    use crate::scratch::ScratchFile;
     use std::os::fd::AsRawFd;
 
     #[test]
@@ -500,17 +508,148 @@ mod tests {
         }
     }
 
+    /// A file of 64 bytes `0, 1, 2, ...`, removed when dropped.
+    struct Bytes64(ScratchFile);
+
+    impl Bytes64 {
+        fn new(name: &str) -> Bytes64 {
+            let bytes: Vec<u8> = (0..64).collect();
+            Bytes64(ScratchFile::new(&format!("ring-{name}"), &bytes))
+        }
+
+        /// A read of the 4 bytes at `4 * i` into `buf`.
+        fn read4(&self, i: usize, buf: &mut [u8; 4]) -> Op {
+            Op::Read {
+                fd: self.0.file.as_raw_fd(),
+                buf: buf.as_mut_ptr(),
+                len: 4,
+                offset: 4 * i as u64,
+                fixed: None,
+                nowait: false,
+            }
+        }
+    }
+
+    /// Submit and reap until `n` completions came (at most 1000 rounds).
+    fn reap_n(ring: &mut Ring, n: usize) -> Vec<Cqe> {
+        let mut out = Vec::new();
+        for _ in 0..1000 {
+            if out.len() >= n {
+                break;
+            }
+            ring.submit_and_wait(1).unwrap();
+            ring.reap(&mut out);
+        }
+        out
+    }
+
+    #[test]
+    fn a_full_submission_queue_parks_ops_in_push_order() {
+        let file = Bytes64::new("park");
+        let mut ring = Ring::new(2).unwrap();
+        assert_eq!(ring.parked_max, 2);
+        let mut bufs = [[0u8; 4]; 4];
+        for (i, b) in bufs.iter_mut().enumerate() {
+            // SAFETY: `bufs` outlives the ops: all are reaped below.
+            unsafe { ring.push(file.read4(i, b), i as u64).unwrap() };
+        }
+        // Two fit the queue; the other two wait, oldest first, without a submit.
+        let parked: Vec<u64> = ring.parked.iter().map(|e| e.get_user_data()).collect();
+        assert_eq!(parked, [2, 3]);
+        assert_eq!(ring.in_flight(), 4);
+        let mut done = reap_n(&mut ring, 4);
+        done.sort_by_key(|c| c.user_data);
+        let want: Vec<Cqe> = (0..4)
+            .map(|i| Cqe {
+                user_data: i,
+                result: 4,
+            })
+            .collect();
+        assert_eq!(done, want);
+        for (i, b) in bufs.iter().enumerate() {
+            let i = 4 * i as u8;
+            assert_eq!(*b, [i, i + 1, i + 2, i + 3]);
+        }
+        assert_eq!(ring.in_flight(), 0);
+    }
+
+    #[test]
+    fn a_push_past_the_parking_space_is_refused() {
+        let file = Bytes64::new("refuse");
+        let mut ring = Ring::new(2).unwrap();
+        let mut bufs = [[0u8; 4]; 5];
+        for (i, b) in bufs.iter_mut().enumerate() {
+            // SAFETY: `bufs` outlives the ops: all pushed ones are reaped below.
+            let r = unsafe { ring.push(file.read4(i, b), i as u64) };
+            if i < 4 {
+                r.unwrap();
+            } else {
+                assert_eq!(r.unwrap_err().raw_os_error(), Some(libc::EAGAIN));
+            }
+        }
+        assert_eq!(ring.in_flight(), 4, "the refused op is not in flight");
+        assert_eq!(reap_n(&mut ring, 4).len(), 4);
+    }
+
+    #[test]
+    fn an_overflowed_completion_queue_is_emptied_and_the_submission_repeated() {
+        let file = Bytes64::new("busy");
+        let mut ring = Ring::new(2).unwrap();
+        let (mut a, mut b) = ([0u8; 4], [0u8; 4]);
+        // SAFETY: `a` and `b` outlive the ops: both are reaped below.
+        unsafe { ring.push(file.read4(1, &mut a), 1).unwrap() };
+        ring.submit_and_wait(1).unwrap();
+        // A's completion is posted; B waits in the submission queue when the
+        // kernel answers EBUSY (the overflow the ring cannot make here).
+        // SAFETY: as above.
+        unsafe { ring.push(file.read4(2, &mut b), 2).unwrap() };
+        ring.fail_next_enter.push_back(libc::EBUSY);
+        ring.submit_and_wait(1).unwrap();
+        assert_eq!(
+            ring.uring.submission().len(),
+            0,
+            "B was left in the submission queue"
+        );
+        assert_eq!(ring.backlog.len(), 1, "A's completion was not set aside");
+        let done = reap_n(&mut ring, 2);
+        assert_eq!(
+            done[0],
+            Cqe {
+                user_data: 1,
+                result: 4
+            },
+            "the set-aside completion comes first"
+        );
+        assert_eq!(
+            done[1..],
+            [Cqe {
+                user_data: 2,
+                result: 4
+            }]
+        );
+        assert_eq!((a, b), ([4, 5, 6, 7], [8, 9, 10, 11]));
+    }
+
+    #[test]
+    fn ebusy_that_emptying_the_completion_queue_does_not_end_is_an_error() {
+        let file = Bytes64::new("stuck");
+        let mut ring = Ring::new(2).unwrap();
+        let mut a = [0u8; 4];
+        // SAFETY: `a` outlives the op: it is reaped below.
+        unsafe { ring.push(file.read4(0, &mut a), 0).unwrap() };
+        ring.fail_next_enter
+            .extend([libc::EBUSY; MAX_BUSY as usize]);
+        let e = ring.submit_and_wait(1).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EBUSY));
+        // The op is still queued and completes at the next entry.
+        assert_eq!(reap_n(&mut ring, 1).len(), 1);
+        assert_eq!(a, [0, 1, 2, 3]);
+    }
+
     #[test]
     fn read_write_fsync_round_trip() {
-        let path = std::env::temp_dir().join(format!("hipfile-ring-{}", std::process::id()));
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .read(true)
-            .write(true)
-            .open(&path)
-            .unwrap();
-        f.write_all(b"hello ring").unwrap();
+        let scratch = ScratchFile::new("ring", b"hello ring");
+        let f = &scratch.file;
         let mut ring = Ring::new(8).unwrap();
         let mut buf = [0u8; 16];
         // SAFETY: `buf` outlives the op: we reap before it goes out of scope.
@@ -560,6 +699,5 @@ mod tests {
                 result: 0
             }]
         );
-        std::fs::remove_file(&path).unwrap();
     }
 }

@@ -238,19 +238,16 @@ fn device_round_trip_through_async_test_double() {
     // Slow copies make a slot reused too early show up as corrupt data.
     gpu.set_copy_delay(Duration::from_micros(300));
     let mut rng = Rng(seed() ^ 2);
-    // A pass polls for copy completion instead of sleeping on events; the
-    // last one bounces through huge-page slabs.
+    // The last pass bounces through huge-page slabs.
     let passes = [
-        (ReadMode::Auto, false, false),
-        (ReadMode::Direct, false, false),
-        (ReadMode::Buffered, false, false),
-        (ReadMode::Auto, true, false),
-        (ReadMode::Direct, false, true),
+        (ReadMode::Auto, false),
+        (ReadMode::Direct, false),
+        (ReadMode::Buffered, false),
+        (ReadMode::Direct, true),
     ];
-    for (mode, poll_copies, huge_pages) in passes {
+    for (mode, huge_pages) in passes {
         let cfg = Config {
             read_mode: mode,
-            poll_copies,
             huge_pages,
             ..small_config()
         };
@@ -954,10 +951,10 @@ fn copies_seen_at_read_completions(first_read_alone: bool) -> Vec<u64> {
 fn an_idle_worker_can_start_its_first_copy_after_one_page_cache_read() {
     // The kernel copies a cached read inside io_uring_enter, so two reads
     // submitted together both finish before the first GPU copy can start.
-    // With HIPFILE_FIRST_READ_ALONE a worker with no copy on its way submits
-    // one read alone, copies it, and reads the second meanwhile: the second
-    // read's completion then finds the first chunk's copy issued (the
-    // default since H200 run 23). Without it both reads go in one submission.
+    // With `first_read_alone` (the engine's behaviour) a worker with no copy
+    // on its way submits one read alone, copies it, and reads the second
+    // meanwhile: the second read's completion then finds the first chunk's
+    // copy issued. Without it both reads go in one submission.
     let alone = copies_seen_at_read_completions(true);
     assert_eq!(alone[0], 0, "{alone:?}");
     assert!(

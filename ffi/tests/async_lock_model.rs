@@ -103,6 +103,9 @@ fn a_sync_read_held_by_the_driver_lock_does_not_hold_up_a_parked_stream() {
     gate.hold(&gpu, s);
     let mut p = P::new(4 * MIB + 1, 3, 0);
     assert_eq!(read(&tf, dev, &mut p, s), 0);
+    // The lock holds library calls only while a stream is parked: the
+    // stream's thread must have reached the gate before the read starts.
+    wait_until("the stream parked on the gate", || gpu.parked_streams() > 0);
     let _model = Model::on(&gpu);
     let blocked_before = gpu.calls_ever_blocked_by_lock_model();
     // A 1 MiB sync read goes through the engine's workers, whose GPU calls

@@ -13,7 +13,7 @@ mod errors;
 use buffer::{describe, stream_handle, PyRegion, Target};
 use errors::{to_pyerr, HipFileError};
 use hipfile_engine::api::{read_batch as engine_read_batch, ReadOp};
-use hipfile_engine::config::Env;
+use hipfile_engine::config::{Env, RETIRED_SETTINGS};
 use hipfile_engine::error::{Error, Result as EngineResult};
 use hipfile_engine::fork::{self, PerProcess};
 use hipfile_engine::gpu::Stream;
@@ -57,21 +57,17 @@ fn engine() -> PyResult<Engine> {
 /// Settings by keyword, named as the HIPFILE_* variables without the prefix.
 const KNOBS: &[&str] = &[
     "io_threads",
-    "cold_io_threads",
     "chunk_kb",
     "queue_depth",
     "inline_kb",
-    "cached_reads_per_pass",
-    "pieces_per_worker",
     "read_mode",
+    "io_backend",
+    "stream_stages",
     "gpu_runtime",
     "register_buffers",
     "pin_buffers",
     "huge_pages",
     "write_sync",
-    "first_read_alone",
-    "poll_copies",
-    "batch_copies",
     "allow_compat_mode",
     "force_compat_mode",
     "unsupported_file_systems",
@@ -122,13 +118,16 @@ fn configure(settings: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyDict>> {
                 hipfile_engine::log::set_max_level(level);
                 continue;
             }
-            if !KNOBS.contains(&k.as_str()) {
+            let var = format!("HIPFILE_{}", k.to_ascii_uppercase());
+            // A retired setting is ignored with the engine's warning, as its
+            // variable is.
+            if !KNOBS.contains(&k.as_str()) && !RETIRED_SETTINGS.contains(&var.as_str()) {
                 return Err(PyTypeError::new_err(format!(
                     "unknown setting {k:?}; known: log_level, {}",
                     KNOBS.join(", ")
                 )));
             }
-            kv.push((format!("HIPFILE_{}", k.to_ascii_uppercase()), value));
+            kv.push((var, value));
         }
     }
     let cfg = Config::from_env_with(&KwEnv(kv));
@@ -150,6 +149,7 @@ fn config_dict(py: Python<'_>, c: &Config) -> PyResult<Py<PyDict>> {
     d.set_item("queue_depth", c.slots_per_worker)?;
     d.set_item("inline_kb", c.inline_max_bytes >> 10)?;
     d.set_item("read_mode", format!("{:?}", c.read_mode).to_lowercase())?;
+    d.set_item("stream_stages", c.stream_stages)?;
     d.set_item("gpu_runtime", format!("{:?}", c.gpu_runtime).to_lowercase())?;
     d.set_item("write_sync", c.write_sync)?;
     d.set_item("pinned_bounce_bytes", c.bounce_bytes())?;

@@ -39,3 +39,28 @@ def test_environment_applies_where_keywords_are_silent():
         {"HIPFILE_IO_THREADS": "2", "HIPFILE_CHUNK_KB": "8192"},
     )
     assert out == "2 512"
+
+
+def test_a_retired_setting_is_accepted_and_ignored():
+    # As its HIPFILE_* variable is: the engine's behaviour is fixed.
+    out = run(
+        """
+        import hipfile
+        s = hipfile.configure(poll_copies=True, first_read_alone=False, stream_stages=4)
+        print(s["stream_stages"])
+        """
+    )
+    assert out == "4"
+
+
+def test_an_unknown_setting_is_refused():
+    out = run(
+        """
+        import hipfile
+        try:
+            hipfile.configure(queue_depht=3)
+        except TypeError as e:
+            print("refused" if "queue_depht" in str(e) else e)
+        """
+    )
+    assert out == "refused"

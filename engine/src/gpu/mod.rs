@@ -7,8 +7,10 @@
 //! integers owned by the runtime that created them.
 
 pub mod cuda;
+#[cfg(feature = "testing")]
 pub mod flaky;
 pub mod hip;
+#[cfg(feature = "testing")]
 pub mod testgpu;
 
 use std::fmt;
@@ -156,8 +158,8 @@ pub trait Gpu: Send + Sync {
     /// submission where the runtime has one. CUDA's `cuMemcpyBatchAsync`
     /// carries small copies at the link's rate for large ones: on the H200,
     /// four 1 MiB copies as one batch 52.4 GB/s against 47.4–47.7 queued one
-    /// by one, sixteen 256 KiB ones 52.4 against 34.8–35.1 (copy_shape, run
-    /// 25). The default queues them one by one. On an error some copies may
+    /// by one, sixteen 256 KiB ones 52.4 against 34.8–35.1
+    /// (`engine/examples/copy_shape.rs`). The default queues them one by one. On an error some copies may
     /// have been queued: the caller must synchronise the stream before it
     /// reuses any source.
     ///
@@ -287,7 +289,7 @@ pub trait Gpu: Send + Sync {
 }
 
 /// Queue `copies` on `stream` one by one (what a runtime without batch
-/// submission does, and the engine when `HIPFILE_BATCH_COPIES=false`).
+/// submission does, and CUDA's where the driver refuses a batch).
 ///
 /// # Safety
 /// As for [`Gpu::copy_htod_async`], for every copy.

@@ -25,7 +25,9 @@
 pub mod posix;
 
 use crate::log::Level;
-use crate::ring::{self, Cqe, FaultPlan, Op, Unusable};
+#[cfg(feature = "testing")]
+use crate::ring::FaultPlan;
+use crate::ring::{self, Cqe, Op, Unusable};
 use std::io;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -347,6 +349,7 @@ impl Ring {
         }
     }
 
+    #[cfg(feature = "testing")]
     pub fn set_fault_plan(&mut self, plan: Option<Box<dyn FaultPlan>>) {
         match self {
             Ring::Uring(r) => r.set_fault_plan(plan),

@@ -35,7 +35,9 @@
 //! and 0.95–1.02 × the io_uring backend on the same paths; hot reads at 1.7
 //! to 3.6 × fio, whose own page-cache reads are slow on that VM.
 
-use crate::ring::{Cqe, FaultPlan, Op};
+#[cfg(feature = "testing")]
+use crate::ring::FaultPlan;
+use crate::ring::{Cqe, Op};
 use std::io;
 
 /// The POSIX counterpart of [`crate::ring::Ring`]: the same push, submit,
@@ -46,6 +48,7 @@ pub struct PosixRing {
     queued: Vec<(u64, Op)>,
     /// Executed; the completion is not yet reaped.
     done: Vec<(Op, Cqe)>,
+    #[cfg(feature = "testing")]
     faults: Option<Box<dyn FaultPlan>>,
 }
 
@@ -54,13 +57,18 @@ impl PosixRing {
         PosixRing::default()
     }
 
+    #[cfg(feature = "testing")]
     pub fn set_fault_plan(&mut self, plan: Option<Box<dyn FaultPlan>>) {
         self.faults = plan;
     }
 
     /// Ops pushed whose completion the caller has not seen yet.
     pub fn in_flight(&self) -> usize {
-        self.queued.len() + self.done.len() + self.faults.as_ref().map_or(0, |p| p.holding())
+        #[cfg(feature = "testing")]
+        let held = self.faults.as_ref().map_or(0, |p| p.holding());
+        #[cfg(not(feature = "testing"))]
+        let held = 0;
+        self.queued.len() + self.done.len() + held
     }
 
     /// Queue `op`, tagged `user_data`; it runs at the next submit.
@@ -87,17 +95,17 @@ impl PosixRing {
 
     /// Move ready completions into `out` (after the fault plan, if any).
     pub fn reap(&mut self, out: &mut Vec<Cqe>) {
-        for (op, cqe) in self.done.drain(..) {
-            match self.faults.as_mut() {
-                Some(plan) => plan.on_complete(&op, cqe, out),
-                None => out.push(cqe),
+        #[cfg(feature = "testing")]
+        if let Some(plan) = self.faults.as_mut() {
+            for (op, cqe) in self.done.drain(..) {
+                plan.on_complete(&op, cqe, out);
             }
-        }
-        if self.queued.is_empty() {
-            if let Some(plan) = self.faults.as_mut() {
+            if self.queued.is_empty() {
                 plan.flush(out);
             }
+            return;
         }
+        out.extend(self.done.drain(..).map(|(_, cqe)| cqe));
     }
 }
 
@@ -191,27 +199,14 @@ fn errno() -> i32 {
 mod tests {
     use super::*;
     use crate::ring::SeededFaults;
+    use crate::scratch::ScratchFile;
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::{FileExt, OpenOptionsExt};
-    use std::path::PathBuf;
 
     /// A file in `HIPFILE_TEST_DIR` (disk-backed: O_DIRECT and page-cache
-    /// eviction need a real filesystem) holding `bytes`.
-    fn scratch(name: &str, bytes: &[u8]) -> (PathBuf, std::fs::File) {
-        let dir = std::env::var("HIPFILE_TEST_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|_| std::env::temp_dir());
-        std::fs::create_dir_all(&dir).unwrap();
-        let p = dir.join(format!("posix-{name}-{}", std::process::id()));
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .read(true)
-            .write(true)
-            .open(&p)
-            .unwrap();
-        f.write_all_at(bytes, 0).unwrap();
-        (p, f)
+    /// eviction need a real filesystem) holding `bytes`, removed on drop.
+    fn scratch(name: &str, bytes: &[u8]) -> ScratchFile {
+        ScratchFile::new(&format!("posix-{name}"), bytes)
     }
 
     /// 64 KiB aligned for O_DIRECT, freed on drop.
@@ -260,19 +255,20 @@ mod tests {
 
     #[test]
     fn a_read_past_the_end_is_short_and_then_zero() {
-        let (p, f) = scratch("short", b"0123456789");
+        let tmp = scratch("short", b"0123456789");
+        let f = &tmp.file;
         let mut buf = [0u8; 8];
         assert_eq!(run(read(f.as_raw_fd(), &mut buf, 6, false)), 4);
         assert_eq!(&buf[..4], b"6789");
         assert_eq!(run(read(f.as_raw_fd(), &mut buf, 10, false)), 0);
         assert_eq!(run(read(f.as_raw_fd(), &mut buf, 1 << 20, false)), 0);
-        std::fs::remove_file(p).unwrap();
     }
 
     #[test]
     fn a_nowait_read_of_an_uncached_range_is_eagain_and_of_a_cached_one_succeeds() {
         let data = vec![7u8; 64 << 10];
-        let (p, f) = scratch("nowait", &data);
+        let tmp = scratch("nowait", &data);
+        let f = &tmp.file;
         let fd = f.as_raw_fd();
         let mut buf = vec![0u8; 64 << 10];
         assert_eq!(run(read(fd, &mut buf, 0, true)), 64 << 10);
@@ -299,14 +295,14 @@ mod tests {
         // A blocking read brings the range back; then the probe hits.
         assert_eq!(run(read(fd, &mut buf, 0, false)), 64 << 10);
         assert_eq!(run(read(fd, &mut buf, 0, true)), 64 << 10);
-        std::fs::remove_file(p).unwrap();
     }
 
     #[test]
     fn an_o_direct_read_into_an_unaligned_buffer_is_einval() {
         let data = vec![1u8; 16 << 10];
-        let (p, _f) = scratch("dio", &data);
-        let (f, mem) = direct_and_aligned(&p);
+        let tmp = scratch("dio", &data);
+        let p = &tmp.path;
+        let (f, mem) = direct_and_aligned(p);
         let base = mem.0;
         let at = |off: usize, len: usize| Op::Read {
             fd: f.as_raw_fd(),
@@ -320,12 +316,12 @@ mod tests {
         assert_eq!(run(at(0, 8192)), 8192);
         assert_eq!(run(at(1, 8192)), -libc::EINVAL);
         assert_eq!(run(at(0, 100)), -libc::EINVAL);
-        std::fs::remove_file(p).unwrap();
     }
 
     #[test]
     fn writes_and_syncs_report_bytes_and_zero() {
-        let (p, f) = scratch("write", b"");
+        let tmp = scratch("write", b"");
+        let f = &tmp.file;
         let fd = f.as_raw_fd();
         let data = *b"posix backend";
         let op = Op::Write {
@@ -347,7 +343,6 @@ mod tests {
         let mut back = [0u8; 16];
         assert_eq!(f.read_at(&mut back, 0).unwrap(), 16);
         assert_eq!(&back[3..], b"posix backend");
-        std::fs::remove_file(p).unwrap();
     }
 
     #[test]
@@ -366,7 +361,8 @@ mod tests {
 
     #[test]
     fn completions_come_after_submit_tagged_and_in_order() {
-        let (p, f) = scratch("ring", b"abcdefgh");
+        let tmp = scratch("ring", b"abcdefgh");
+        let f = &tmp.file;
         let mut ring = PosixRing::new();
         let mut a = [0u8; 4];
         let mut b = [0u8; 4];
@@ -397,12 +393,12 @@ mod tests {
         );
         assert_eq!((&a, &b), (b"abcd", b"efgh"));
         assert_eq!(ring.in_flight(), 0);
-        std::fs::remove_file(p).unwrap();
     }
 
     #[test]
     fn a_fault_plan_rewrites_and_holds_back_completions() {
-        let (p, f) = scratch("faults", &vec![5u8; 1 << 20]);
+        let tmp = scratch("faults", &vec![5u8; 1 << 20]);
+        let f = &tmp.file;
         let mut ring = PosixRing::new();
         let plan = SeededFaults::new(3, 1000, true);
         let (hard, soft) = (plan.injected_hard.clone(), plan.injected_soft.clone());
@@ -427,7 +423,6 @@ mod tests {
         let injected = hard.load(std::sync::atomic::Ordering::Relaxed)
             + soft.load(std::sync::atomic::Ordering::Relaxed);
         assert!(injected > 0 && rewritten > 0 && rewritten <= injected);
-        std::fs::remove_file(p).unwrap();
     }
 
     /// Every case above, run by io_uring and by this backend, completes the
@@ -436,9 +431,10 @@ mod tests {
     #[test]
     fn same_results_as_io_uring() {
         let data = vec![9u8; 64 << 10];
-        let (p, f) = scratch("same", &data);
+        let tmp = scratch("same", &data);
+        let (p, f) = (&tmp.path, &tmp.file);
         let fd = f.as_raw_fd();
-        let (dio, mem) = direct_and_aligned(&p);
+        let (dio, mem) = direct_and_aligned(p);
         let base = mem.0;
         // Read the whole file (so no readahead is left in flight) and write
         // it back (dirty pages stay), then drop it from the page cache.
@@ -548,6 +544,5 @@ mod tests {
             prepare();
             assert_eq!(run(op), want, "posix: {name}");
         }
-        std::fs::remove_file(p).unwrap();
     }
 }

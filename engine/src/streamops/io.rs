@@ -1,26 +1,51 @@
 //! File I/O of the stream service: positional reads and writes between a
 //! file and host memory (a pinned stage slot or the caller's host buffer),
-//! with the engine's read-mode rules, retries, and a fault hook for tests.
+//! with the engine's read-mode rules, and a fault hook for tests. What each
+//! result means (retry, fall back to the page cache, EOF, fail) is
+//! [`crate::errno`]'s table, as for the workers and the inline path.
 //! Nothing here touches a GPU.
 
 use crate::config::ReadMode;
-use crate::error::{Error, Result};
+use crate::errno::{verdict, Verdict, Way, MAX_RETRIES};
+use crate::error::{Error, OpError, Result};
 use crate::file::File;
 use crate::log::Level;
 use crate::log_once;
-use crate::ring::{Cqe, FaultPlan, Op};
+use crate::ring::Op;
+#[cfg(feature = "testing")]
+use crate::ring::{Cqe, FaultPlan};
+use crate::worker::Faults;
 
-/// Retries of EINTR / EAGAIN before the error is reported.
-const MAX_RETRIES: u32 = 64;
-
-/// Per-thread I/O context: in tests, a fault plan that rewrites each call's
-/// result as it would a ring completion.
+/// Per-thread I/O context: with the `testing` feature, a fault plan that
+/// rewrites each call's result as it would a ring completion.
+#[derive(Default)]
 pub(crate) struct IoCtx {
+    #[cfg(feature = "testing")]
     pub faults: Option<Box<dyn FaultPlan>>,
 }
 
 impl IoCtx {
+    /// The context of I/O thread `n`: the fault plan `faults` makes for it,
+    /// if tests gave a factory.
+    #[cfg_attr(not(feature = "testing"), allow(unused_variables))]
+    pub(crate) fn new(faults: &Faults, n: usize) -> IoCtx {
+        match faults {
+            None => IoCtx::default(),
+            #[cfg(feature = "testing")]
+            Some(f) => IoCtx { faults: f(n) },
+            #[cfg(not(feature = "testing"))]
+            Some(never) => match *never {},
+        }
+    }
+
     /// The result of one call after the fault plan (bytes or −errno).
+    #[cfg(not(feature = "testing"))]
+    fn filter(&mut self, _op: Op, r: i64) -> i64 {
+        r
+    }
+
+    /// The result of one call after the fault plan (bytes or −errno).
+    #[cfg(feature = "testing")]
     fn filter(&mut self, op: Op, r: i64) -> i64 {
         let Some(plan) = self.faults.as_mut() else {
             return r;
@@ -90,7 +115,7 @@ pub(crate) unsafe fn read_into(
         let pos = off + done as u64;
         // SAFETY: done < len <= room.
         let p = unsafe { dst.add(done) };
-        let (fd, want) = match file.direct() {
+        let (fd, want, way) = match file.direct() {
             Some((dfd, a)) if direct => {
                 let want = (len - done).next_multiple_of(a as usize);
                 let mem_ok = p as u64 % file.dio_mem_align.max(1) as u64 == 0;
@@ -98,9 +123,9 @@ pub(crate) unsafe fn read_into(
                     direct = false;
                     continue;
                 }
-                (dfd, want)
+                (dfd, want, Way::DirectRead)
             }
-            _ => (file.buffered_fd, len - done),
+            _ => (file.buffered_fd, len - done, Way::BufferedRead),
         };
         // SAFETY: `p..p+want` lies within `dst..dst+room` (checked above for
         // O_DIRECT; want = len - done otherwise), which the caller lent us.
@@ -115,27 +140,28 @@ pub(crate) unsafe fn read_into(
             nowait: false,
         };
         let r = ctx.filter(op, r);
-        if r < 0 {
-            let e = (-r) as i32;
-            if direct && e == libc::EINVAL {
+        match verdict(way, r as isize, want) {
+            // An O_DIRECT read asks for its length rounded up to the
+            // alignment: only the first `len - done` bytes are the caller's.
+            Verdict::Complete(n) | Verdict::Short(n) => done += n.min(len - done),
+            Verdict::Eof => break,
+            Verdict::Retry(e) => {
+                if retries >= MAX_RETRIES {
+                    return Err(Error::Os(e));
+                }
+                retries += 1;
+            }
+            Verdict::FallBack => {
                 log_once!(
                     Level::Warn,
                     "an O_DIRECT read was refused with EINVAL; stream reads of such \
                      ranges use the page cache"
                 );
                 direct = false;
-                continue;
             }
-            if (e == libc::EINTR || e == libc::EAGAIN) && retries < MAX_RETRIES {
-                retries += 1;
-                continue;
-            }
-            return Err(Error::Os(e));
+            Verdict::Fail(e) => return Err(Error::Os(e)),
+            Verdict::Miss => return Err(internal("a page-cache miss on a blocking read")),
         }
-        if r == 0 {
-            break; // EOF
-        }
-        done += (r as usize).min(len - done);
     }
     Ok((done, direct))
 }
@@ -152,17 +178,21 @@ pub(crate) unsafe fn write_from(
     len: usize,
     off: u64,
 ) -> Result<(usize, bool)> {
+    // Positional whatever the descriptor's flags are now; where the kernel
+    // lacks RWF_NOAPPEND, a descriptor that has gained O_APPEND is refused
+    // (5019) rather than appended to.
+    let flags = crate::file::noappend_flag();
+    if flags == 0 {
+        file.check_append()?;
+    }
     // Writes go around the page cache only where the caller asked for that
-    // by opening the file with O_DIRECT (as the sync path).
-    let fd = match file.direct() {
-        Some((dfd, a))
-            if file.client_direct
-                && off % a == 0
-                && len as u64 % a == 0
-                && src as u64 % file.dio_mem_align.max(1) as u64 == 0 =>
-        {
-            dfd
-        }
+    // by opening the file with O_DIRECT (as the sync path). `direct()` is not
+    // asked otherwise: it would open a descriptor.
+    let aligned = |a: u64| {
+        off % a == 0 && len as u64 % a == 0 && src as u64 % file.dio_mem_align.max(1) as u64 == 0
+    };
+    let mut fd = match file.client_direct.then(|| file.direct()).flatten() {
+        Some((dfd, a)) if aligned(a) => dfd,
         _ => file.buffered_fd,
     };
     let mut done = 0usize;
@@ -171,8 +201,12 @@ pub(crate) unsafe fn write_from(
         let pos = off + done as u64;
         // SAFETY: done < len.
         let p = unsafe { src.add(done) };
+        let iov = libc::iovec {
+            iov_base: p.cast_mut().cast(),
+            iov_len: len - done,
+        };
         // SAFETY: `p..p+len-done` lies within the caller's range.
-        let r = unsafe { libc::pwrite(fd, p.cast(), len - done, pos as i64) };
+        let r = unsafe { libc::pwritev2(fd, &iov, 1, pos as i64, flags) };
         let r = if r < 0 { -(errno() as i64) } else { r as i64 };
         let op = Op::Write {
             fd,
@@ -182,18 +216,109 @@ pub(crate) unsafe fn write_from(
             fixed: None,
         };
         let r = ctx.filter(op, r);
-        if r < 0 {
-            let e = (-r) as i32;
-            if (e == libc::EINTR || e == libc::EAGAIN) && retries < MAX_RETRIES {
+        let way = if fd == file.buffered_fd {
+            Way::BufferedWrite
+        } else {
+            Way::DirectWrite
+        };
+        match verdict(way, r as isize, len - done) {
+            Verdict::Complete(n) | Verdict::Short(n) => done += n.min(len - done),
+            Verdict::Retry(e) => {
+                if retries >= MAX_RETRIES {
+                    return Err(Error::Os(e));
+                }
                 retries += 1;
-                continue;
             }
-            return Err(Error::Os(e));
+            Verdict::FallBack => {
+                log_once!(
+                    Level::Warn,
+                    "an O_DIRECT write was refused with EINVAL; stream writes of such \
+                     ranges use the page cache"
+                );
+                fd = file.buffered_fd;
+            }
+            Verdict::Fail(e) => return Err(Error::Os(e)),
+            Verdict::Eof | Verdict::Miss => return Err(internal("a read verdict for a write")),
         }
-        if r == 0 {
-            return Err(Error::Os(libc::EIO));
-        }
-        done += (r as usize).min(len - done);
     }
     Ok((done, fd != file.buffered_fd))
+}
+
+/// A state the code cannot be in: logged, and the op fails.
+fn internal(what: &str) -> Error {
+    crate::log_error!("internal error: stream I/O: {what}");
+    OpError::InternalError.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scratch::ScratchFile;
+    use std::os::fd::AsRawFd;
+
+    fn file_of(s: &ScratchFile) -> File {
+        File::probe(s.file.as_raw_fd()).unwrap()
+    }
+
+    fn contents(s: &ScratchFile) -> Vec<u8> {
+        std::fs::read(&s.path).unwrap()
+    }
+
+    #[test]
+    fn a_stream_write_lands_at_its_offset_after_the_caller_sets_o_append() {
+        let s = ScratchFile::new("sio-append", b"abcdefgh");
+        let f = file_of(&s);
+        let fd = s.file.as_raw_fd();
+        // SAFETY: fcntl only changes our descriptor's flags.
+        unsafe {
+            libc::fcntl(
+                fd,
+                libc::F_SETFL,
+                libc::fcntl(fd, libc::F_GETFL) | libc::O_APPEND,
+            )
+        };
+        let data = *b"XY";
+        // SAFETY: `data` is live for the call.
+        let r = unsafe { write_from(&mut IoCtx::default(), &f, data.as_ptr(), 2, 2) };
+        if crate::file::noappend_flag() != 0 {
+            assert_eq!(r, Ok((2, false)));
+            assert_eq!(contents(&s), b"abXYefgh");
+        } else {
+            // No RWF_NOAPPEND: refused rather than appended.
+            assert_eq!(r, Err(OpError::InvalidFileOpenFlag.into()));
+            assert_eq!(contents(&s), b"abcdefgh");
+        }
+    }
+
+    #[test]
+    fn a_stream_read_stops_at_the_end_of_the_file() {
+        let s = ScratchFile::new("sio-eof", b"0123456789");
+        let f = file_of(&s);
+        let mut buf = [0u8; 16];
+        // SAFETY: `buf` is live and ours for the call.
+        let r = unsafe {
+            read_into(
+                &mut IoCtx::default(),
+                &f,
+                buf.as_mut_ptr(),
+                16,
+                16,
+                4,
+                false,
+            )
+        };
+        assert_eq!(r, Ok((6, false)));
+        assert_eq!(&buf[..6], b"456789");
+    }
+
+    #[test]
+    fn a_stream_read_of_a_bad_descriptor_fails_with_its_errno() {
+        let s = ScratchFile::new("sio-ebadf", b"0123");
+        let mut f = file_of(&s);
+        f.buffered_fd = -1;
+        let mut buf = [0u8; 4];
+        // SAFETY: `buf` is live and ours for the call.
+        let r = unsafe { read_into(&mut IoCtx::default(), &f, buf.as_mut_ptr(), 4, 4, 0, false) };
+        assert_eq!(r, Err(Error::Os(libc::EBADF)));
+    }
 }

@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{DevPtr, Gpu, GpuError, Stream};
 use crate::pipeline::{Direction, Memory};
 use crate::stats::Stats;
-use crate::worker::FaultFactory;
+use crate::worker::Faults;
 use crate::{log_debug, log_info, log_warn};
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
@@ -276,14 +276,14 @@ impl StreamOps {
     pub(crate) fn new(
         cfg: &Config,
         gpu: Arc<dyn Gpu>,
-        faults: Option<FaultFactory>,
+        faults: Faults,
         stats: Arc<Stats>,
     ) -> StreamOps {
         let stage_bytes = cfg
             .chunk_bytes
             .clamp(MIN_STAGE_BYTES, MAX_STAGE_BYTES)
             .next_multiple_of(4096);
-        let stages = super::stages_from_env();
+        let stages = cfg.stream_stages;
         log_info!(
             "stream I/O: {stages} stages of {} KiB per stream, up to {} I/O threads",
             stage_bytes >> 10,

@@ -122,22 +122,13 @@ pub const FIXED_FILE_SIZE: u32 = 4;
 pub const PAGE_ALIGNED_INPUTS: u32 = 8;
 pub const FLAGS_MASK: u32 = 0xf;
 
-/// Stages per stream when `HIPFILE_STREAM_STAGES` is unset.
+/// Stages per stream by default (`Config::stream_stages`).
 pub const DEFAULT_STAGES: usize = 8;
 /// At most this many stages per stream (the flag page holds 64 of each word).
 pub const MAX_STAGES: usize = 64;
 /// Stage sizes are the chunk size kept within these bounds.
 pub const MIN_STAGE_BYTES: usize = 64 << 10;
 pub const MAX_STAGE_BYTES: usize = 16 << 20;
-
-/// Stages per stream: `HIPFILE_STREAM_STAGES` (2..=64), default 8. With 4 MiB
-/// stages, 8 keep 32 MiB of reads in flight per stream.
-pub fn stages_from_env() -> usize {
-    std::env::var("HIPFILE_STREAM_STAGES")
-        .ok()
-        .and_then(|v| crate::config::parse_unsigned("HIPFILE_STREAM_STAGES", &v))
-        .map_or(DEFAULT_STAGES, |n| (n as usize).clamp(2, MAX_STAGES))
-}
 
 /// One stream op as the C API validated it at submit time.
 pub struct StreamRequest {

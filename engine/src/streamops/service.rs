@@ -21,10 +21,11 @@ use crate::config::ReadMode;
 use crate::error::{Error, OpError, Result};
 use crate::file::File;
 use crate::gpu::CopyDesc;
-use crate::pipeline::{combine_results, Direction};
+use crate::pipeline::Direction;
 use crate::registry::BufferUse;
+use crate::request::combine_results;
 use crate::stats::Stats;
-use crate::worker::FaultFactory;
+use crate::worker::Faults;
 use crate::{log_debug, log_warn};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize, Ordering};
@@ -472,7 +473,7 @@ pub(crate) struct Service {
     io_cv: Condvar,
     max_threads: usize,
     mode: ReadMode,
-    faults: Option<FaultFactory>,
+    faults: Faults,
     /// Fault plans of I/O threads are numbered from here (after the workers').
     fault_base: usize,
     stats: Arc<Stats>,
@@ -483,7 +484,7 @@ impl Service {
     pub(crate) fn new(
         io_threads: usize,
         mode: ReadMode,
-        faults: Option<FaultFactory>,
+        faults: Faults,
         fault_base: usize,
         stats: Arc<Stats>,
     ) -> Arc<Service> {
@@ -641,7 +642,7 @@ impl Service {
         let Some(task) = task else {
             return false;
         };
-        let mut ctx = IoCtx { faults: None };
+        let mut ctx = IoCtx::default();
         let done = run_task(task, &mut ctx, &self.stats);
         lock(&self.completions).push(done);
         true
@@ -957,9 +958,7 @@ impl Service {
     }
 
     fn io_thread(self: Arc<Self>, id: usize) {
-        let mut ctx = IoCtx {
-            faults: self.faults.as_ref().and_then(|f| f(self.fault_base + id)),
-        };
+        let mut ctx = IoCtx::new(&self.faults, self.fault_base + id);
         loop {
             let task = {
                 let mut q = lock(&self.io);

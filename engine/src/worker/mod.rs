@@ -1,0 +1,352 @@
+//! A worker: one thread with one storage queue (io_uring, or the POSIX
+//! backend where io_uring is refused: `crate::storage`), one bounce slab, one
+//! GPU stream per device (created lazily), and the chunks it holds.
+//!
+//! The worker is a loop around the chunk's typed life (`chunk.rs`): it takes
+//! chunks from the engine's queue (`admission.rs`), hands them free bounce
+//! slots (`slots.rs`), submits their ops and delivers the completions
+//! (`storage.rs`), queues their GPU copies and waits for the copies' events
+//! (`copies.rs`), and reports each finished chunk to its request. Where a
+//! chunk is tells its phase: in the slot line, in the ring's table, or in
+//! the list of copies.
+//!
+//! A bounce slot is owned by exactly one phase at a time: the kernel's (a
+//! read or write op in flight) or the GPU's (a copy not yet ended by a
+//! completed event). Only when neither holds it does it go back to the free
+//! list.
+
+mod admission;
+mod chunk;
+mod copies;
+mod slots;
+mod storage;
+
+pub(crate) use copies::StreamPool;
+
+use crate::bounce::{self, Slab};
+use crate::config::Config;
+use crate::error::{Error, OpError, Result};
+use crate::gpu::{Gpu, GpuError, GpuResult};
+use crate::log::Level;
+use crate::queue::WorkQueue;
+use crate::request::Chunk;
+use crate::ring::Cqe;
+use crate::stats::Stats;
+use crate::storage::Ring;
+use chunk::{AwaitSlot, Ctx, Finished, InKernel, Next, OnGpu};
+use copies::Copies;
+use slots::Slots;
+use std::collections::VecDeque;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+pub(crate) struct WorkerHandle {
+    join: Option<JoinHandle<()>>,
+}
+
+impl Drop for WorkerHandle {
+    fn drop(&mut self) {
+        // The engine closed the queue first: the worker drains and exits.
+        if let Some(j) = self.join.take() {
+            let _ = j.join();
+        }
+    }
+}
+
+/// Hook for tests: installs a fault plan on every ring an engine creates.
+#[cfg(feature = "testing")]
+pub type FaultFactory = Arc<dyn Fn(usize) -> Option<Box<dyn crate::ring::FaultPlan>> + Send + Sync>;
+
+/// What an engine gives each worker for its ring: a fault plan factory with
+/// the `testing` feature; without it, always `None`.
+#[cfg(feature = "testing")]
+pub(crate) type Faults = Option<FaultFactory>;
+#[cfg(not(feature = "testing"))]
+pub(crate) type Faults = Option<NoFaults>;
+
+/// No fault plan can be made without the `testing` feature.
+#[cfg(not(feature = "testing"))]
+#[derive(Clone)]
+pub(crate) enum NoFaults {}
+
+/// What the workers of one engine share.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub cfg: Config,
+    pub gpu: Arc<dyn Gpu>,
+    pub stats: Arc<Stats>,
+    /// Streams prepared for stream ops (see [`StreamPool`]).
+    pub pool: Arc<StreamPool>,
+    pub queue: Arc<WorkQueue<Chunk>>,
+    pub faults: Faults,
+}
+
+/// Start worker `id`; returns once its ring and slab exist (or could not be made).
+pub(crate) fn spawn(id: usize, shared: Shared) -> Result<WorkerHandle> {
+    let (init_tx, init_rx) = mpsc::sync_channel::<Result<()>>(1);
+    let join = std::thread::Builder::new()
+        .name(format!("hipfile-io-{id}"))
+        .spawn(move || {
+            // The ring is created on this thread: it is the ring's single issuer.
+            match Worker::new(id, shared) {
+                Ok(w) => {
+                    let _ = init_tx.send(Ok(()));
+                    w.run();
+                }
+                Err(e) => {
+                    let _ = init_tx.send(Err(e));
+                }
+            }
+        })
+        .map_err(|e| Error::Os(e.raw_os_error().unwrap_or(libc::EAGAIN)))?;
+    match init_rx.recv() {
+        Ok(Ok(())) => Ok(WorkerHandle { join: Some(join) }),
+        Ok(Err(e)) => {
+            let _ = join.join();
+            Err(e)
+        }
+        Err(_) => {
+            let _ = join.join();
+            Err(OpError::InternalError.into())
+        }
+    }
+}
+
+struct Worker {
+    id: usize,
+    cfg: Config,
+    stats: Arc<Stats>,
+    /// Declared before the slab, so it is dropped first: the kernel may
+    /// write into registered slots until the ring is gone.
+    ring: Ring,
+    slab: Slab,
+    /// The slab's slots are registered with the ring (fixed-buffer ops).
+    fixed: bool,
+    slots: Slots,
+    /// Chunks waiting for a bounce slot, in arrival order.
+    slot_line: VecDeque<AwaitSlot>,
+    /// Chunks with an op in the ring, by the op's tag (its index here).
+    table: Vec<Option<InKernel>>,
+    free_ids: Vec<usize>,
+    /// Chunks with a GPU copy in flight, and the streams and events.
+    copies: Copies,
+    /// Chunks this worker holds (in any phase), and the most it may.
+    held: usize,
+    cap: usize,
+    /// Bytes of the host-memory chunks this worker holds (it takes more from
+    /// the queue only up to `slots_per_worker` chunks' worth; a device chunk
+    /// is bounded by the slots themselves).
+    host_bytes: usize,
+    /// Page-cache reads granted since the ring was last entered (one pass).
+    cached_this_pass: usize,
+    /// Reused by every pass: no allocation per pass.
+    cqes: Vec<Cqe>,
+    ended: Vec<(OnGpu, GpuResult<()>)>,
+    failed: Vec<(OnGpu, GpuError)>,
+    queue: Arc<WorkQueue<Chunk>>,
+}
+
+impl Worker {
+    fn new(id: usize, shared: Shared) -> Result<Worker> {
+        let Shared {
+            cfg,
+            gpu,
+            stats,
+            pool,
+            queue,
+            faults,
+        } = shared;
+        let mut ring = Ring::new(cfg.io_backend, cfg.ring_entries).map_err(|e| {
+            crate::log_error!(
+                "io_uring setup failed: {e}; is io_uring disabled (kernel.io_uring_disabled)?"
+            );
+            Error::Op(OpError::DriverSetupError)
+        })?;
+        if let Some(f) = faults {
+            #[cfg(feature = "testing")]
+            ring.set_fault_plan(f(id));
+            #[cfg(not(feature = "testing"))]
+            match f {}
+        }
+        let slab = Slab::with_pages(&cfg.slot_classes(), &gpu, cfg.pin_buffers, cfg.huge_pages)
+            .map_err(|e| {
+                crate::log_error!(
+                    "cannot map {} bytes of bounce memory: {e}",
+                    cfg.slot_bytes()
+                );
+                Error::Op(OpError::DriverSetupError)
+            })?;
+        let mut fixed = false;
+        if cfg.register_buffers {
+            // SAFETY: the slab outlives the ring: both live in this Worker and the
+            // ring is declared (and so dropped) before the slab.
+            match unsafe { ring.register_buffers(&slab.iovecs()) } {
+                Ok(()) => fixed = true,
+                Err(e) => bounce::log_registration_failure(cfg.bounce_bytes(), &e),
+            }
+        }
+        // Every chunk holds at most one slot, and host chunks a share of the
+        // host budget: twice the chunk slots, plus the small and mid-size ones.
+        let cap =
+            (cfg.slots_per_worker * 2 + cfg.small_slots_per_worker + cfg.mid_slots_per_worker)
+                .max(8);
+        Ok(Worker {
+            id,
+            cfg,
+            copies: Copies::new(id, gpu, stats.clone(), pool, cap),
+            stats,
+            ring,
+            slots: Slots::new(&slab),
+            slab,
+            fixed,
+            slot_line: VecDeque::with_capacity(cap),
+            table: (0..cap).map(|_| None).collect(),
+            free_ids: (0..cap).rev().collect(),
+            held: 0,
+            cap,
+            host_bytes: 0,
+            cached_this_pass: 0,
+            cqes: Vec::with_capacity(cap),
+            ended: Vec::with_capacity(cap),
+            failed: Vec::with_capacity(cap),
+            queue,
+        })
+    }
+
+    /// What the chunk transitions need from this worker.
+    fn ctx(&self) -> Ctx<'_> {
+        Ctx {
+            read_mode: self.cfg.read_mode,
+            slab: &self.slab,
+            fixed: self.fixed,
+            stats: &self.stats,
+            cached: crate::file::fully_cached,
+        }
+    }
+
+    fn run(mut self) {
+        let queue = self.queue.clone();
+        loop {
+            if self.held == 0 {
+                // Nothing in hand: sleep until there is work (any chunk fits).
+                match queue.pop_wait_for(self.takes_cold()) {
+                    Some(c) => self.admit(c),
+                    None => break,
+                }
+            }
+            let fair = queue.fair_share();
+            while let Some(c) = queue.try_pop(|c| self.can_start(c, fair)) {
+                self.admit(c);
+            }
+            // Slots a finished chunk freed, or a pass's page-cache limit withheld.
+            self.grant_slots();
+            self.pass();
+        }
+        self.copies.teardown();
+    }
+
+    /// One pass: give the queued copies to the GPU, enter the ring (or wait
+    /// for a copy when the ring is idle), act on what completed.
+    fn pass(&mut self) {
+        self.flush_copies();
+        if self.ring.in_flight() > 0 {
+            self.wait_for_storage();
+            self.cached_this_pass = 0;
+            self.complete_storage();
+            self.grant_slots();
+            self.flush_copies();
+        } else if !self.copies.is_empty() {
+            // Nothing in the kernel: the oldest GPU copy is what we wait for.
+            self.copies.wait_oldest();
+        }
+        self.poll_copies();
+        self.grant_slots();
+        self.submit_storage();
+        self.cached_this_pass = 0;
+    }
+
+    /// Do what a transition asked for.
+    fn apply(&mut self, next: Next) {
+        match next {
+            Next::Kernel(chunk, op) => self.submit(chunk, op),
+            Next::Slot(chunk) => self.slot_line.push_back(chunk),
+            Next::Gpu(chunk, copy) => {
+                self.copies.queue(chunk, copy, &mut self.failed);
+                self.finish_failed();
+            }
+            Next::Done(f) => self.finish(f),
+        }
+    }
+
+    /// Give the pass's copies to the GPU; fail the chunks it refused.
+    fn flush_copies(&mut self) {
+        if self.copies.has_unflushed() {
+            self.copies.flush(&mut self.failed);
+            self.finish_failed();
+        }
+    }
+
+    /// Fail the chunks whose copies the GPU refused.
+    fn finish_failed(&mut self) {
+        while let Some((chunk, e)) = self.failed.pop() {
+            self.finish(chunk.failed(e));
+        }
+    }
+
+    /// Move the chunks whose copies have ended to their next phase, in the
+    /// order the copies were queued.
+    fn poll_copies(&mut self) {
+        if self.copies.is_empty() {
+            return;
+        }
+        self.copies.poll(&mut self.ended);
+        self.ended.reverse();
+        while let Some((chunk, r)) = self.ended.pop() {
+            let next = match r {
+                Ok(()) => chunk.copied(&self.ctx()),
+                Err(e) => Next::Done(chunk.failed(e)),
+            };
+            self.apply(next);
+        }
+    }
+
+    /// The chunk is finished: report it and give back its slot.
+    fn finish(&mut self, f: Finished) {
+        let Finished {
+            io,
+            slot,
+            result,
+            writeback,
+        } = f;
+        let now = Instant::now();
+        let (stage, since) = io.stage();
+        self.stats.stage(stage, now - since);
+        self.stats.chunk(now - io.chunk.queued_at);
+        let chunk = &io.chunk;
+        if crate::log::enabled(Level::Debug) {
+            crate::log_debug!(
+                "hipfile-io-{}: {:?} chunk {} of [{}, +{}) {:?} after stage {stage:?}: {result:?}",
+                self.id,
+                chunk.dir,
+                chunk.idx,
+                chunk.file_offset,
+                chunk.len,
+                chunk.mem,
+            );
+        }
+        if !chunk.mem.is_device() {
+            self.host_bytes -= chunk.len;
+        }
+        if let Some(s) = slot {
+            self.slots.give_back(s);
+        }
+        self.held -= 1;
+        self.queue.finished();
+        if writeback {
+            crate::file::start_writeback(&chunk.file, chunk.file_offset, chunk.len);
+        }
+        chunk.req.chunk_ended(chunk.idx, result, io.done());
+    }
+}
