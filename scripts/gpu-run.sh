@@ -213,7 +213,7 @@ if has compare-peers; then
 fi
 
 if has stats; then
-  log "statistics: level 1 against level 0, alternating, 4 rounds"
+  log "statistics: level 1 against level 0, alternating, ${STATS_ROUNDS:-4} rounds"
   make_file
   table_head
   f="--filename=$F --size=4G" hot="--mem=device --invalidate=0 --time_based --runtime=3"
@@ -227,7 +227,7 @@ if has stats; then
       HIPFILE_STATS_LEVEL=$1 bench . "stats$1-rand4k-device-4jobs-$2" hot $small --mem=device
     }
   }
-  for r in 1 2 3 4; do
+  for r in $(seq "${STATS_ROUNDS:-4}"); do
     if [ $((r % 2)) = 1 ]; then shapes 0 "$r"; shapes 1 "$r"; else shapes 1 "$r"; shapes 0 "$r"; fi
   done
   python3 - "$WORK/json" <<'PY' | tee -a "$OUT/summary.md"
@@ -241,7 +241,7 @@ def bw(name):
 print("| shape | level 0 GB/s | level 1 GB/s | level 1 / level 0 (means) |")
 print("|---|---|---|---|")
 for shape in ("sync-hot-1g", "batch-hot-1m", "rand4k-host-4jobs", "rand4k-device-4jobs"):
-    r = {lv: [x for x in (bw(f"stats{lv}-{shape}-{k}") for k in (1, 2, 3, 4)) if x] for lv in (0, 1)}
+    r = {lv: [x for x in (bw(f"stats{lv}-{shape}-{k}") for k in range(1, 9)) if x] for lv in (0, 1)}
     if not r[0] or not r[1]:
         print(f"| {shape} | missing runs | | |"); continue
     fmt = lambda v: ", ".join(f"{x/1e9:.2f}" for x in v)
