@@ -206,7 +206,8 @@ if has compare-peers; then
     "$C"/hipfile-*.whl $( [ -d .whl ] && echo .whl/*.whl ) > "$OUT/pip.txt" 2>&1
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
   PYTHONUNBUFFERED=1 timeout "${PEERS_TIMEOUT:-400}" python3 python/bench/loader_shapes.py \
-    --dir "$WORK/shapes" --drop-caches --c-lib "$C/libhipfile.so" ${PEERS_ARGS:-} \
+    --dir "$WORK/shapes" $( [ "${PEERS_COLD:-1}" = 1 ] && echo --drop-caches ) \
+    --c-lib "$C/libhipfile.so" ${PEERS_ARGS:-} \
     > "$OUT/loader_shapes.txt" 2>&1
   echo "loader_shapes: exit $?" | tee -a "$OUT/summary.md"
   grep -E '^\|' "$OUT/loader_shapes.txt" >> "$OUT/summary.md"
