@@ -3,21 +3,17 @@
 //! target/cufile-sdk), links them to the libcufile.so that cargo just built,
 //! and runs them. A missing header is a failure that says how to fetch it.
 
+#[path = "../../tests/support/native.rs"]
+mod native;
+
+use native::{cufile_sdk, deps_with, repo, run_ok, test_dir, CBuild};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// NVIDIA's headers and library (`HIPFILE_CUFILE_SDK`, else target/cufile-sdk).
+/// NVIDIA's headers and library; a missing header fails the test with how to
+/// fetch it.
 pub fn sdk() -> PathBuf {
-    let sdk = std::env::var_os("HIPFILE_CUFILE_SDK")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("target/cufile-sdk"));
+    let sdk = cufile_sdk();
     assert!(
         sdk.join("include/cufile.h").is_file() && sdk.join("include/cuda.h").is_file(),
         "{} lacks include/cufile.h or include/cuda.h: run scripts/fetch-cufile-sdk.sh \
@@ -27,28 +23,8 @@ pub fn sdk() -> PathBuf {
     sdk
 }
 
-/// target/<profile>/deps, where `cargo test` built libcufile.so, with the
-/// `libcufile.so.0` link that programs load by SONAME.
 fn lib_dir() -> PathBuf {
-    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = std::env::current_exe()
-            .unwrap()
-            .parent()
-            .unwrap()
-            .to_path_buf();
-        assert!(
-            dir.join("libcufile.so").exists(),
-            "libcufile.so was not built"
-        );
-        let soname = dir.join("libcufile.so.0");
-        if std::fs::read_link(&soname).ok().as_deref() != Some(Path::new("libcufile.so")) {
-            let _ = std::fs::remove_file(&soname);
-            std::os::unix::fs::symlink("libcufile.so", &soname).unwrap();
-        }
-        dir
-    })
-    .clone()
+    deps_with("libcufile.so")
 }
 
 fn compile(src: &str, extra: &[&str], suffix: &str) -> PathBuf {
@@ -57,45 +33,20 @@ fn compile(src: &str, extra: &[&str], suffix: &str) -> PathBuf {
     std::fs::create_dir_all(&out).unwrap();
     let stem = Path::new(src).file_stem().unwrap().to_str().unwrap();
     let exe = out.join(format!("{stem}{suffix}"));
-    let status = Command::new("gcc")
-        .args(["-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror"])
-        .arg("-I")
-        .arg(sdk().join("include"))
-        .args(extra)
-        .arg(repo().join("tests/cufile").join(src))
-        .arg("-o")
-        .arg(&exe)
-        .arg("-L")
-        .arg(&lib)
-        .arg("-lcufile")
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .arg("-ldl")
-        .status()
-        .expect("gcc is needed for the C tests");
-    assert!(status.success(), "compiling {src} failed");
+    CBuild {
+        cc: "gcc",
+        std: "-std=c11",
+        include: &sdk().join("include"),
+        extra,
+        lib_dir: &lib,
+        libs: &["-lcufile", "-ldl"],
+    }
+    .compile(&repo().join("tests/cufile").join(src), &exe);
     exe
 }
 
 fn run(exe: &Path, args: &[&str]) {
-    let out = Command::new(exe)
-        .args(args)
-        .env("LD_LIBRARY_PATH", lib_dir())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    println!("{stdout}");
-    eprintln!("{stderr}");
-    assert!(
-        out.status.success(),
-        "{} failed ({}):\n{stdout}\n{stderr}",
-        exe.display(),
-        out.status
-    );
-}
-
-fn tmp_dir() -> String {
-    std::env::var("HIPFILE_TEST_DIR").unwrap_or_else(|_| std::env::temp_dir().display().to_string())
+    run_ok(exe, args, &[], &lib_dir());
 }
 
 #[test]
@@ -105,7 +56,7 @@ fn layouts_match_nvidias_header() {
 
 #[test]
 fn every_function_against_nvidias_header() {
-    run(&compile("api.c", &[], ""), &[&tmp_dir()]);
+    run(&compile("api.c", &[], ""), &[&test_dir()]);
 }
 
 #[test]
@@ -119,7 +70,7 @@ fn every_function_under_asan() {
         ],
         "-asan",
     );
-    run(&exe, &[&tmp_dir()]);
+    run(&exe, &[&test_dir()]);
 }
 
 /// The library exports cufile.h's functions and the front's marker, nothing

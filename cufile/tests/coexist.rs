@@ -5,8 +5,12 @@
 //! test binary: a loaded libcufile never unloads (it is built NODELETE), so
 //! one process can show only one loading order.
 
+#[path = "../../tests/support/native.rs"]
+mod native;
+
+use native::{deps, nvidia_libcufile};
 use std::ffi::{c_char, c_int, c_long, c_void, CStr, CString};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 #[repr(C)]
@@ -14,34 +18,6 @@ use std::process::Command;
 struct CuErr {
     err: i32,
     cu_err: i32,
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn deps() -> PathBuf {
-    std::env::current_exe()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn nvidia_lib() -> PathBuf {
-    let sdk = std::env::var_os("HIPFILE_CUFILE_SDK")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("target/cufile-sdk"));
-    let lib = sdk.join("lib/libcufile.so.0");
-    assert!(
-        lib.is_file(),
-        "{} is missing: run scripts/fetch-cufile-sdk.sh (scripts/test.sh does)",
-        lib.display()
-    );
-    lib
 }
 
 fn dlopen(path: &Path, flags: c_int) -> *mut c_void {
@@ -139,7 +115,7 @@ fn in_child(scenario: &str) -> String {
 #[ignore = "a scenario body: the tests below run it in a child process"]
 fn child_scenario() {
     let scenario = std::env::var("HIPFILE_COEXIST_SCENARIO").expect("run by in_child");
-    let lib = nvidia_lib();
+    let lib = nvidia_libcufile();
     let ours = load_ours();
     // SAFETY: cufile.h functions without arguments.
     assert_eq!(unsafe { (ours.open)() }, CuErr { err: 0, cu_err: 0 });

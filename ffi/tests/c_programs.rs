@@ -2,35 +2,15 @@
 //! the libhipfile.so that cargo just built, and runs them. Each program prints
 //! one line per failed check and exits non-zero on failure.
 
+#[path = "../../tests/support/native.rs"]
+mod native;
+
+use native::{deps_with, repo, run_ok, test_dir, CBuild};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// target/<profile>/deps: where `cargo test` builds the cdylib next to this
-/// test binary (it does not copy it up to target/<profile>, so a library
-/// there may be stale).
 fn lib_dir() -> PathBuf {
-    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| {
-        let exe = std::env::current_exe().unwrap();
-        let dir = exe.parent().unwrap().to_path_buf();
-        let so = dir.join("libhipfile.so");
-        assert!(so.exists(), "{} was not built", so.display());
-        // Programs record the SONAME (libhipfile.so.0) as NEEDED; give it a name to load.
-        let soname = dir.join("libhipfile.so.0");
-        if std::fs::read_link(&soname).ok().as_deref() != Some(Path::new("libhipfile.so")) {
-            let _ = std::fs::remove_file(&soname);
-            std::os::unix::fs::symlink("libhipfile.so", &soname).unwrap();
-        }
-        dir
-    })
-    .clone()
+    deps_with("libhipfile.so")
 }
 
 fn compile(src: &str, cxx: bool) -> PathBuf {
@@ -56,34 +36,22 @@ fn compile_with(src: &str, cxx: bool, extra: &[&str], suffix: &str) -> PathBuf {
     let lib = lib_dir();
     let out_dir = lib.join("c-tests");
     std::fs::create_dir_all(&out_dir).unwrap();
-    let stem = Path::new(src)
-        .file_stem()
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .to_string();
+    let stem = Path::new(src).file_stem().unwrap().to_str().unwrap();
     let exe = out_dir.join(format!("{stem}{suffix}"));
     let (cc, std) = if cxx {
         ("g++", "-std=c++17")
     } else {
         ("gcc", "-std=c11")
     };
-    let status = Command::new(cc)
-        .args([std, "-O1", "-g", "-Wall", "-Wextra", "-Werror"])
-        .arg("-I")
-        .arg(repo().join("include"))
-        .args(extra)
-        .arg(repo().join("tests/c").join(src))
-        .arg("-o")
-        .arg(&exe)
-        .arg("-L")
-        .arg(&lib)
-        .arg("-lhipfile")
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .arg("-lpthread")
-        .status()
-        .expect("a C compiler (gcc/g++) is needed for the C tests");
-    assert!(status.success(), "compiling {src} failed");
+    CBuild {
+        cc,
+        std,
+        include: &repo().join("include"),
+        extra,
+        lib_dir: &lib,
+        libs: &["-lhipfile", "-lpthread"],
+    }
+    .compile(&repo().join("tests/c").join(src), &exe);
     exe
 }
 
@@ -93,29 +61,7 @@ fn run(exe: &Path, args: &[&str]) {
 
 /// Runs `exe`, which must exit 0, and returns its stderr.
 fn run_env(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
-    // cargo's LD_LIBRARY_PATH may name target/<profile>, where an older,
-    // uplifted copy of the library can lie: load exactly the one just built.
-    let out = Command::new(exe)
-        .args(args)
-        .env("LD_LIBRARY_PATH", lib_dir())
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    println!("{stdout}");
-    eprintln!("{stderr}");
-    assert!(
-        out.status.success(),
-        "{} failed ({}):\n{stdout}\n{stderr}",
-        exe.display(),
-        out.status
-    );
-    stderr.into_owned()
-}
-
-fn tmp_dir() -> String {
-    std::env::var("HIPFILE_TEST_DIR").unwrap_or_else(|_| std::env::temp_dir().display().to_string())
+    run_ok(exe, args, env, &lib_dir())
 }
 
 #[test]
@@ -130,47 +76,47 @@ fn cxx_layout() {
 
 #[test]
 fn c_invalid_args() {
-    run(&compile("invalid_args.c", false), &[&tmp_dir()]);
+    run(&compile("invalid_args.c", false), &[&test_dir()]);
 }
 
 #[test]
 fn c_roundtrip() {
-    run(&compile("roundtrip.c", false), &[&tmp_dir()]);
+    run(&compile("roundtrip.c", false), &[&test_dir()]);
 }
 
 #[test]
 fn c_lifecycle_stress_and_fork() {
-    run(&compile("lifecycle.c", false), &[&tmp_dir(), "3"]);
+    run(&compile("lifecycle.c", false), &[&test_dir(), "3"]);
 }
 
 #[test]
 fn c_fork_children_get_a_fresh_library() {
-    run(&compile("fork.c", false), &[&tmp_dir()]);
+    run(&compile("fork.c", false), &[&test_dir()]);
 }
 
 #[test]
 fn c_fork_under_asan() {
-    run(&compile_asan("fork.c"), &[&tmp_dir()]);
+    run(&compile_asan("fork.c"), &[&test_dir()]);
 }
 
 #[test]
 fn c_invalid_args_under_asan() {
-    run(&compile_asan("invalid_args.c"), &[&tmp_dir()]);
+    run(&compile_asan("invalid_args.c"), &[&test_dir()]);
 }
 
 #[test]
 fn c_roundtrip_under_asan() {
-    run(&compile_asan("roundtrip.c"), &[&tmp_dir()]);
+    run(&compile_asan("roundtrip.c"), &[&test_dir()]);
 }
 
 #[test]
 fn c_lifecycle_under_asan() {
-    run(&compile_asan("lifecycle.c"), &[&tmp_dir(), "2"]);
+    run(&compile_asan("lifecycle.c"), &[&test_dir(), "2"]);
 }
 
 #[test]
 fn c_bad_files() {
-    run(&compile("bad_files.c", false), &[&tmp_dir()]);
+    run(&compile("bad_files.c", false), &[&test_dir()]);
 }
 
 /// The round trip on a "filesystem without O_DIRECT": an LD_PRELOAD shim makes
@@ -191,7 +137,7 @@ fn c_roundtrip_without_o_direct() {
     let exe = compile("roundtrip.c", false);
     run_env(
         &exe,
-        &[&tmp_dir()],
+        &[&test_dir()],
         &[("LD_PRELOAD", shim.to_str().unwrap())],
     );
 }
@@ -201,7 +147,7 @@ fn c_roundtrip_without_o_direct() {
 #[test]
 fn c_messages_name_the_mistake() {
     let exe = compile("messages.c", false);
-    let log = run_env(&exe, &[&tmp_dir()], &[("HIPFILE_LOG_LEVEL", "warn")]);
+    let log = run_env(&exe, &[&test_dir()], &[("HIPFILE_LOG_LEVEL", "warn")]);
     for want in [
         "hipFileHandleRegister: fd -1 is not an open file descriptor (Bad file descriptor",
         "a failed open() returns -1",
@@ -221,7 +167,7 @@ fn c_messages_name_the_mistake() {
 /// registrations and a huge worker count (tests/c/data_safety.c).
 #[test]
 fn c_data_safety() {
-    run(&compile("data_safety.c", false), &[&tmp_dir()]);
+    run(&compile("data_safety.c", false), &[&test_dir()]);
 }
 
 /// Run a C program with `env` (and without a configuration file unless
@@ -259,7 +205,7 @@ fn run_config_log(args: &[&str], env: &[(&str, &str)]) -> (u32, String) {
 }
 
 fn scratch(name: &str) -> String {
-    let p = format!("{}/{name}-{}", tmp_dir(), std::process::id());
+    let p = format!("{}/{name}-{}", test_dir(), std::process::id());
     let _ = std::fs::remove_file(&p);
     p
 }

@@ -5,30 +5,15 @@
 //! library cannot serve, or where GDS does not work (`auto` on this machine,
 //! which has no nvidia-fs), the engine serves and the log says why.
 
+#[path = "../../tests/support/native.rs"]
+mod native;
+
+use native::{deps_with, nvidia_libcufile, repo};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// target/<profile>/deps, where the libhipfile.so just built lies, with the
-/// `libhipfile.so.0` link programs load.
 fn lib_dir() -> PathBuf {
-    let dir = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let soname = dir.join("libhipfile.so.0");
-    if std::fs::read_link(&soname).ok().as_deref() != Some(Path::new("libhipfile.so")) {
-        let _ = std::fs::remove_file(&soname);
-        let _ = std::os::unix::fs::symlink("libhipfile.so", &soname);
-    }
-    dir
+    deps_with("libhipfile.so")
 }
 
 fn out_dir() -> PathBuf {
@@ -124,15 +109,7 @@ fn forced_cufile_sends_every_call_there_translated() {
 
 #[test]
 fn forced_cufile_reaches_nvidias_real_library() {
-    let sdk = std::env::var_os("HIPFILE_CUFILE_SDK")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("target/cufile-sdk"));
-    let lib = sdk.join("lib/libcufile.so.0");
-    assert!(
-        lib.is_file(),
-        "{} is missing: run scripts/fetch-cufile-sdk.sh (scripts/test.sh does)",
-        lib.display()
-    );
+    let lib = nvidia_libcufile();
     run(
         &program("nvidia"),
         "nvidia",

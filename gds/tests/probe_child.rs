@@ -4,19 +4,16 @@
 //! PyPI wheel (scripts/fetch-cufile-sdk.sh), which on a machine without a GPU
 //! must be refused in bounded time, without harm to the caller.
 
+#[path = "../../tests/support/native.rs"]
+mod native;
+
 use hipfile_gds::abi::CuFileError;
 use hipfile_gds::probe::Outcome;
 use hipfile_gds::select::probe_in_child;
+use native::{nvidia_libcufile, repo};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
 
 fn helper() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_hipfile-gds-probe"))
@@ -168,25 +165,10 @@ fn a_probe_directory_that_cannot_hold_files_is_reported() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// NVIDIA's libcufile 1.15.1 from the nvidia-cufile wheel; scripts/test.sh
-/// fetches it (scripts/fetch-cufile-sdk.sh).
-fn real_libcufile() -> PathBuf {
-    let sdk = std::env::var_os("HIPFILE_CUFILE_SDK")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("target/cufile-sdk"));
-    let lib = sdk.join("lib/libcufile.so.0");
-    assert!(
-        lib.is_file(),
-        "{} is missing: run scripts/fetch-cufile-sdk.sh (scripts/test.sh does)",
-        lib.display()
-    );
-    lib
-}
-
 #[test]
 fn real_libcufile_without_a_gpu_is_refused_in_bounded_time() {
     let dir = scratch("real");
-    let o = probe_in_child(&helper(), &real_libcufile(), &dir, LIMIT);
+    let o = probe_in_child(&helper(), &nvidia_libcufile(), &dir, LIMIT);
     // No libcuda here: the driver cannot open with compatibility mode off.
     assert!(matches!(o, Outcome::DriverOpenFailed(_)), "{o:?}");
     assert_clean(&dir);
