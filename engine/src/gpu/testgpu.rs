@@ -472,9 +472,18 @@ impl TestGpu {
         Ok(())
     }
 
-    /// Consume one injected failure, if armed.
-    fn injected_failure(&self) -> bool {
-        take_failure(&self.fail_copies, &self.fail_copies_skip)
+    /// Enqueue a copy and count it, unless an armed copy failure takes it
+    /// (then nothing is enqueued and the injected error is returned).
+    fn enqueue_copy(&self, exec: &StreamExec, op: Op) -> GpuResult<()> {
+        if take_failure(&self.fail_copies, &self.fail_copies_skip) {
+            return Err(GpuError::Driver {
+                call: "test-copy",
+                code: INJECTED_COPY_ERROR,
+            });
+        }
+        Self::enqueue(exec, op)?;
+        self.copies_issued.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
     /// The injected error, when a value operation is armed to fail.
@@ -929,21 +938,13 @@ impl Gpu for TestGpu {
         }
         Self::check_host_side(src, len)?;
         let (storage, offset) = self.device_range(dst, len)?;
-        if self.injected_failure() {
-            return Err(GpuError::Driver {
-                call: "test-copy",
-                code: INJECTED_COPY_ERROR,
-            });
-        }
         let op = Op::HtoD {
             src: HostPtr(src as *mut u8),
             dst: storage,
             offset,
             len,
         };
-        Self::enqueue(&exec, op)?;
-        self.copies_issued.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        self.enqueue_copy(&exec, op)
     }
 
     unsafe fn copy_htod_batch_async(&self, copies: &[HtodCopy], stream: Stream) -> GpuResult<()> {
@@ -968,21 +969,13 @@ impl Gpu for TestGpu {
         }
         Self::check_host_side(dst, len)?;
         let (storage, offset) = self.device_range(src, len)?;
-        if self.injected_failure() {
-            return Err(GpuError::Driver {
-                call: "test-copy",
-                code: INJECTED_COPY_ERROR,
-            });
-        }
         let op = Op::DtoH {
             dst: HostPtr(dst),
             src: storage,
             offset,
             len,
         };
-        Self::enqueue(&exec, op)?;
-        self.copies_issued.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        self.enqueue_copy(&exec, op)
     }
 
     fn device_alloc(&self, device: i32, len: usize) -> GpuResult<DevPtr> {
@@ -1155,19 +1148,11 @@ impl Gpu for TestGpu {
                 "copy descriptor is not aligned registered host memory",
             ));
         }
-        if self.injected_failure() {
-            return Err(GpuError::Driver {
-                call: "test-copy",
-                code: INJECTED_COPY_ERROR,
-            });
-        }
         let op = Op::Described {
             desc: DescPtr(desc),
             device: exec.device,
         };
-        Self::enqueue(&exec, op)?;
-        self.copies_issued.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        self.enqueue_copy(&exec, op)
     }
 }
 
