@@ -23,8 +23,7 @@ fn all_16_flag_combinations_bind_at_the_right_time() {
     for flags in 0u32..16 {
         let s = gpu.stream_create(0).unwrap();
         assert_eq!(hipFileStreamRegister(sptr(s), flags).err, 0);
-        let gate = Gate::new(&gpu);
-        gate.hold(&gpu, s);
+        let gate = Gate::holding(&gpu, s);
         let (mut size, mut foff, mut boff, mut bytes) = (256usize << 10, 8192i64, 4096i64, 7isize);
         let (size0, foff0, boff0) = (size, foff, boff);
         assert_eq!(
@@ -309,8 +308,7 @@ fn async_invalid_inputs_get_the_spec_codes() {
     gpu.stream_synchronize(s).unwrap();
     assert_eq!(bytes, 100);
     // Size raised above the submitted size while held: −5022 through *bytes.
-    let gate = Gate::new(&gpu);
-    gate.hold(&gpu, s);
+    let gate = Gate::holding(&gpu, s);
     size = 4096;
     foff = 0;
     assert_eq!(

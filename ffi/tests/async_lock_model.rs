@@ -47,14 +47,7 @@ fn stream_ops_complete_and_no_library_thread_calls_the_gpu_while_a_stream_is_par
     let streams: Vec<Stream> = (0..3).map(|_| gpu.stream_create(0).unwrap()).collect();
     let blocked_before = gpu.calls_ever_blocked_by_lock_model();
     let _model = Model::on(&gpu);
-    let gates: Vec<Gate> = streams
-        .iter()
-        .map(|&s| {
-            let g = Gate::new(&gpu);
-            g.hold(&gpu, s);
-            g
-        })
-        .collect();
+    let gates: Vec<Gate> = streams.iter().map(|&s| Gate::holding(&gpu, s)).collect();
     let mut ps = [
         P::new(9 * MIB, 5, 1),
         P::new(7 * MIB + 3, 9 * MIB as i64, 10 * MIB as i64),
@@ -99,8 +92,7 @@ fn a_sync_read_held_by_the_driver_lock_does_not_hold_up_a_parked_stream() {
     let tf = TestFile::new("syncheld", 8 * MIB);
     let dev = gpu.device_alloc(0, 8 * MIB).unwrap();
     let s = gpu.stream_create(0).unwrap();
-    let gate = Gate::new(&gpu);
-    gate.hold(&gpu, s);
+    let gate = Gate::holding(&gpu, s);
     let mut p = P::new(4 * MIB + 1, 3, 0);
     assert_eq!(read(&tf, dev, &mut p, s), 0);
     // The lock holds library calls only while a stream is parked: the

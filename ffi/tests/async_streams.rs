@@ -32,8 +32,7 @@ fn execution_time_values_bind_a_multi_stage_read() {
     let tf = TestFile::new("bindread", 24 * MIB);
     let dev = gpu.device_alloc(0, 16 * MIB).unwrap();
     let s = gpu.stream_create(0).unwrap();
-    let gate = Gate::new(&gpu);
-    gate.hold(&gpu, s);
+    let gate = Gate::holding(&gpu, s);
     let mut p = P::new(10 * MIB, 4096, 0);
     assert_eq!(read(&tf, dev, &mut p, s), 0);
     assert_eq!(p.bytes, 0, "bytes are pre-set to 0 at submit");
@@ -67,8 +66,7 @@ fn flags_0xf_keep_the_submit_time_values_of_a_multi_stage_write() {
     gpu.write_device(dev, &src);
     let s = gpu.stream_create(0).unwrap();
     assert_eq!(hipFileStreamRegister(sptr(s), 0xf).err, 0);
-    let gate = Gate::new(&gpu);
-    gate.hold(&gpu, s);
+    let gate = Gate::holding(&gpu, s);
     let mut p = P::new(9 * MIB + 17, 2 * MIB as i64 + 1, 100);
     let (size0, foff0, boff0) = (p.size, p.foff as usize, p.boff as usize);
     assert_eq!(write(&tf, dev, &mut p, s), 0);
@@ -98,8 +96,7 @@ fn flags_0_bind_a_multi_stage_write_at_execution_time() {
     let src = pattern(16 * MIB, 0x33);
     gpu.write_device(dev, &src);
     let s = gpu.stream_create(0).unwrap();
-    let gate = Gate::new(&gpu);
-    gate.hold(&gpu, s);
+    let gate = Gate::holding(&gpu, s);
     let mut p = P::new(12 * MIB, 0, 0);
     assert_eq!(write(&tf, dev, &mut p, s), 0);
     p.size = 5 * MIB + 999;
@@ -130,8 +127,7 @@ fn a_size_raised_after_submit_fails_with_5022_and_moves_nothing() {
     let tf = TestFile::new("raised", 16 * MIB);
     let dev = gpu.device_alloc(0, 16 * MIB).unwrap();
     let s = gpu.stream_create(0).unwrap();
-    let gate = Gate::new(&gpu);
-    gate.hold(&gpu, s);
+    let gate = Gate::holding(&gpu, s);
     let mut r = P::new(5 * MIB, 0, 0);
     let mut w = P::new(5 * MIB, 0, 8 * MIB as i64);
     assert_eq!(read(&tf, dev, &mut r, s), 0);
@@ -280,8 +276,7 @@ fn writes_then_reads_on_one_stream_run_in_stream_order() {
     let src = pattern(8 * MIB, 0x77);
     gpu.write_device(dev, &src);
     let s = gpu.stream_create(0).unwrap();
-    let gate = Gate::new(&gpu);
-    gate.hold(&gpu, s);
+    let gate = Gate::holding(&gpu, s);
     // Write 8 MiB + 5 from device offset 0 to file offset 1 MiB + 1, read it
     // back to device offset 16 MiB + 3, write that copy to 20 MiB, read that
     // to device offset 24 MiB + 64.
@@ -392,8 +387,7 @@ fn ops_of_size_zero_enqueue_nothing_and_a_size_bound_to_zero_moves_nothing() {
     assert_eq!(write(&tf, dev, &mut z, s), 0);
     assert_eq!(z.bytes, 0);
     assert_eq!(gpu.copies_issued(), before, "a size-0 op enqueued work");
-    let gate = Gate::new(&gpu);
-    gate.hold(&gpu, s);
+    let gate = Gate::holding(&gpu, s);
     let mut r = P::new(6 * MIB, 0, 0);
     let mut w = P::new(6 * MIB, 0, 0);
     assert_eq!(read(&tf, dev, &mut r, s), 0);
@@ -421,14 +415,7 @@ fn driver_close_with_ops_parked_still_completes_every_stream() {
     let src = pattern(4 * MIB, 0x11);
     gpu.write_device(dev + 12 * MIB as u64, &src);
     let streams: Vec<Stream> = (0..3).map(|_| gpu.stream_create(0).unwrap()).collect();
-    let gates: Vec<Gate> = streams
-        .iter()
-        .map(|&s| {
-            let g = Gate::new(&gpu);
-            g.hold(&gpu, s);
-            g
-        })
-        .collect();
+    let gates: Vec<Gate> = streams.iter().map(|&s| Gate::holding(&gpu, s)).collect();
     let mut r0 = P::new(5 * MIB, 0, 0);
     let mut r1 = P::new(3 * MIB, 6 * MIB as i64, 6 * MIB as i64);
     let mut w2 = P::new(4 * MIB, 12 * MIB as i64, 12 * MIB as i64);
@@ -472,8 +459,7 @@ fn a_gpu_call_failing_midway_through_submit_still_releases_the_stream() {
     let tf = TestFile::new("gpufail", 16 * MIB);
     let dev = gpu.device_alloc(0, 16 * MIB).unwrap();
     let s = gpu.stream_create(0).unwrap();
-    let gate = Gate::new(&gpu);
-    gate.hold(&gpu, s);
+    let gate = Gate::holding(&gpu, s);
     // A read stage makes two copy calls (staging, then the place kernel):
     // the fourth call, stage 1's place kernel, fails.
     gpu.fail_copies_after(3, 1);
@@ -516,8 +502,7 @@ fn host_memory_ops_bind_at_execution_time() {
     let mut host = vec![0u8; 12 * MIB];
     let base = host.as_mut_ptr() as u64;
     let s = gpu.stream_create(0).unwrap();
-    let gate = Gate::new(&gpu);
-    gate.hold(&gpu, s);
+    let gate = Gate::holding(&gpu, s);
     let mut p = P::new(10 * MIB, 0, 0);
     assert_eq!(read(&tf, base, &mut p, s), 0);
     p.size = 9 * MIB + 1;

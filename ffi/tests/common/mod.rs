@@ -124,6 +124,12 @@ impl Gate {
             gpu: gpu.clone(),
         }
     }
+    /// A gate already holding `s`.
+    pub fn holding(gpu: &Arc<TestGpu>, s: Stream) -> Gate {
+        let g = Gate::new(gpu);
+        g.hold(gpu, s);
+        g
+    }
     pub fn hold(&self, gpu: &TestGpu, s: Stream) {
         // SAFETY: registered above.
         unsafe { gpu.stream_wait_value32(s, self.word.as_ptr(), 1).unwrap() };
