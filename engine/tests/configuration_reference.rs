@@ -56,6 +56,7 @@ fn read_by_code() -> BTreeSet<String> {
         "engine/tests",
         "ffi/src",
         "ffi/tests",
+        "tests/support",
         "bench/src",
         "tools",
         "gds/src",
