@@ -22,8 +22,11 @@
 #                  refused) beside io_uring and the copy limit, ROUNDS rounds
 #   cufile         cuFile programs on .carry/cufile/libcufile.so.0: a C program
 #                  built with nvcc against /usr/local/cuda's cufile.h, KvikIO
-#                  (COMPAT_MODE=OFF) and torch.cuda.gds against KvikIO's own compat
-#                  mode, libhipfile's backend decision (tests/gpu/cufile_*)
+#                  (COMPAT_MODE=OFF) against KvikIO's own compat mode, hot (ABBA,
+#                  PEERS_ROUNDS rounds, default 2) and cold (PEERS_COLD=0 skips),
+#                  torch.cuda.gds (LD_PRELOAD), libhipfile's backend decision
+#                  (tests/gpu/cufile_*); PEERS_BUDGET_S (default 300) bounds the
+#                  KvikIO runs
 #
 # PERF_ROWS=REGEX keeps the perf rows whose names match (e.g. 'copy-h2d|async').
 # BUILDS="a b" runs every perf row once per build, interleaved, with the build
@@ -320,7 +323,7 @@ if has cufile; then
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
   fi
   [ -d /tmp/site ] && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-  HIPFILE_CUFILE_DIR="$CU" HIPFILE_LIB_DIR="$C" PYTHONUNBUFFERED=1 timeout 400 \
+  HIPFILE_CUFILE_DIR="$CU" HIPFILE_LIB_DIR="$C" PYTHONUNBUFFERED=1 PEERS_BUDGET_S="${PEERS_BUDGET_S:-300}" timeout 480 \
     python3 tests/gpu/cufile_peers.py "$WORK" "$OUT" > "$OUT/cufile_peers.txt" 2>&1
   echo "exit $?" | tee -a "$OUT/cufile_peers.txt"
   cat "$OUT/cufile_peers.md" >> "$OUT/summary.md" 2>/dev/null || tail -20 "$OUT/cufile_peers.txt" >> "$OUT/summary.md"

@@ -5,7 +5,7 @@ use crate::{boundary, check, engine_error, guard, refuse, use_count, CUFILE_VERS
 use hipfile::types::HipFileDriverProps;
 use hipfile_engine::gpu::GpuError;
 use hipfile_engine::registry::driver;
-use hipfile_engine::{Error, OpError};
+use hipfile_engine::{log_debug, Error, OpError};
 use std::ffi::{c_int, c_long};
 
 #[no_mangle]
@@ -140,8 +140,8 @@ pub unsafe extern "C" fn cuFileGetVersion(version: *mut c_int) -> CUfileError {
     })
 }
 
-/// BAR1 size of CUDA device `gpu_index` in KiB, read from the PCI device's
-/// `resource` file in sysfs (its second line is BAR1: start, end, flags).
+/// BAR1 size of CUDA device `gpu_index` in KiB: from the PCI device's sysfs
+/// `resource` file, else from NVML (`bar.rs` says why both).
 ///
 /// # Safety
 ///
@@ -169,17 +169,19 @@ pub unsafe extern "C" fn cuFileGetBARSizeInKB(
         }
         let bus = pci_bus_id(gpu_index)
             .map_err(|e| engine_error("cuFileGetBARSizeInKB", &Error::Gpu(e)))?;
-        let kb = bar1_bytes(&bus).map(|b| b >> 10).ok_or_else(|| {
+        let (bytes, source) = crate::bar::bar1_bytes(&bus).map_err(|why| {
             refuse(
                 OpError::InternalError,
                 format_args!(
-                    "cuFileGetBARSizeInKB: cannot read BAR1 of {bus} from \
-                     /sys/bus/pci/devices/{bus}/resource"
+                    "cuFileGetBARSizeInKB: cannot learn BAR1 of GPU {gpu_index} ({bus}): {why}"
                 ),
             )
         })?;
+        log_debug!(
+            "cuFileGetBARSizeInKB: GPU {gpu_index} ({bus}): BAR1 {bytes} bytes, from {source}"
+        );
         // SAFETY: non-NULL caller storage for a size_t.
-        unsafe { *bar_size = kb as usize };
+        unsafe { *bar_size = (bytes >> 10) as usize };
         Ok(())
     })
 }
@@ -212,23 +214,6 @@ fn pci_bus_id(ordinal: c_int) -> Result<String, GpuError> {
     // SAFETY: the driver wrote a NUL-terminated string into `buf`.
     let id = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
     Ok(id.to_string_lossy().to_ascii_lowercase())
-}
-
-/// Size in bytes of BAR1 of PCI device `bus` (sysfs `resource`, line 2).
-fn bar1_bytes(bus: &str) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/sys/bus/pci/devices/{bus}/resource")).ok()?;
-    bar_size_from_resource(&text, 1)
-}
-
-/// Size of BAR `bar` in a sysfs `resource` file: one `start end flags` line
-/// per region, in hex.
-fn bar_size_from_resource(text: &str, bar: usize) -> Option<u64> {
-    let line = text.lines().nth(bar)?;
-    let mut f = line
-        .split_whitespace()
-        .map(|w| u64::from_str_radix(w.trim_start_matches("0x"), 16).ok());
-    let (start, end) = (f.next()??, f.next()??);
-    (end > start).then(|| end - start + 1)
 }
 
 // ---------------------------------------------------------------------------
@@ -368,25 +353,4 @@ pub unsafe extern "C" fn cuFileGetStatsL3(stats: *mut CUfileStatsLevel3) -> CUfi
         unsafe { stats.write(out) };
         Ok(())
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bar1_is_the_second_region_of_the_resource_file() {
-        let text = "0x00000000fa000000 0x00000000faffffff 0x0000000000040200\n\
-                    0x0000380000000000 0x0000383fffffffff 0x000000000014220c\n\
-                    0x0000384000000000 0x0000384001ffffff 0x000000000014220c\n";
-        assert_eq!(bar_size_from_resource(text, 1), Some(256 << 30));
-        assert_eq!(bar_size_from_resource(text, 0), Some(16 << 20));
-    }
-
-    #[test]
-    fn an_unused_region_has_no_size() {
-        let text = "0x0 0x0 0x0\n0x0000000000000000 0x0000000000000000 0x0000000000000000\n";
-        assert_eq!(bar_size_from_resource(text, 1), None);
-        assert_eq!(bar_size_from_resource(text, 5), None);
-    }
 }

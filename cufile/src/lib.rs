@@ -34,6 +34,7 @@
 
 #![allow(non_snake_case)]
 
+mod bar;
 mod batch;
 mod driver;
 mod io;
