@@ -6,10 +6,11 @@
 //! with any change here, and a reader refuses a region whose header does not
 //! match (`region_layout_is_stable` pins the sizes).
 //!
-//! Per-call figures live in [`SHARDS`] shards, one per thread (round robin
-//! when there are more threads), each on its own cache lines: a thread only
-//! writes its own shard, so counting a call costs a few uncontended atomic
-//! adds and no lock, whatever the number of threads.
+//! Per-call figures live in [`SHARDS`] shards, each on its own cache lines.
+//! A live thread holds one of the first `SHARDS - 1` alone and writes it with
+//! plain loads and stores (no locked instruction, no cache line shared with
+//! another writer); threads beyond that share the last one with atomic adds
+//! (`record::ShardPool`). Readers sum the shards.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -17,8 +18,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const MAGIC: u64 = u64::from_le_bytes(*b"HFSTATS\x01");
 pub const VERSION: u64 = 1;
 /// Shards of per-call counters. Loader processes run tens of threads (16
-/// workers, one caller per data-loader thread); 64 keeps most threads alone
-/// on their shard, and a shared shard only costs contention, never counts.
+/// workers, one caller per data-loader thread); 63 of their own keep most
+/// threads alone on theirs, and the shared last one only costs contention,
+/// never counts.
 pub const SHARDS: usize = 64;
 /// GPUs counted one by one (level 3); GPU 15 also counts any higher ordinal.
 pub const MAX_GPUS: usize = 16;

@@ -298,6 +298,14 @@ fn make_region(level: u32) -> Result<&'static Region, String> {
     let pid = std::process::id();
     region.init(level.min(3), pid, start_unix_ns);
     record::install(region, level);
+    crate::log_debug!(
+        "statistics: call latencies timed with {}",
+        if super::clock::uses_tsc() {
+            "the invariant TSC"
+        } else {
+            "CLOCK_MONOTONIC (no invariant TSC)"
+        }
+    );
 
     // SAFETY: registering a plain extern "C" function as the child handler.
     unsafe { libc::pthread_atfork(None, None, Some(in_fork_child)) };
