@@ -4,7 +4,10 @@
 //! maps the region read-only and sums it. The layout is an ABI between a
 //! library and a reader built from different commits, so [`VERSION`] changes
 //! with any change here, and a reader refuses a region whose header does not
-//! match (`region_layout_is_stable` pins the sizes).
+//! match (`region_layout_is_stable` pins the sizes). The one exception: a
+//! header word taken from the reserved ones, where 0 means "not recorded",
+//! keeps the version, since a reader that does not know it never looks at it
+//! and a reader that does reads 0 from a library that does not write it.
 //!
 //! Per-call figures live in [`SHARDS`] shards, each on its own cache lines.
 //! A live thread holds one of the first `SHARDS - 1` alone and writes it with
@@ -229,7 +232,10 @@ pub struct Header {
     /// The process's command name (/proc/PID/comm, at most 15 bytes, NUL
     /// padded), so a report made after the process exited can name it.
     pub comm: [AtomicU64; 2],
-    _reserved: [AtomicU64; 1],
+    /// The storage backend serving the workers and why, as
+    /// `storage::choice_word` encodes it (`storage::described` reads it); 0
+    /// until an engine starts.
+    pub storage: AtomicU64,
 }
 
 #[repr(C)]

@@ -80,6 +80,14 @@ pub(crate) fn watch(stats: &Arc<Stats>, cfg: &Config) {
         .unwrap_or_else(|p| p.into_inner())
         .unwrap_or(cfg.stats_level);
     ensure(level);
+    if let Some(r) = record::region() {
+        // The backend is chosen once per process for a setting; an engine
+        // started with another setting says so here for the engines after it.
+        r.header.storage.store(
+            crate::storage::choice_word(cfg.io_backend),
+            Ordering::Relaxed,
+        );
+    }
     {
         let mut e = ENGINES.lock().unwrap_or_else(|p| p.into_inner());
         e.live.retain(|w| w.stats.strong_count() > 0);
