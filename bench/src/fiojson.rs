@@ -193,6 +193,10 @@ pub struct Extras {
     pub cache: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub fixed_buffers: Option<bool>,
+    /// The library's storage backend (io_uring or posix), for the engines
+    /// that go through the library.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub storage_backend: Option<String>,
 }
 
 /// The cache-state word for a residency percentage.

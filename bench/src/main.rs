@@ -532,6 +532,8 @@ struct Context<'a> {
     global_options: indexmap::IndexMap<String, String>,
     residency: BTreeMap<String, Option<(u64, u64)>>,
     created: BTreeMap<String, u64>,
+    /// The library's storage backend, once the driver is open.
+    storage_backend: Option<&'static str>,
 }
 
 impl Context<'_> {
@@ -606,6 +608,10 @@ impl Context<'_> {
                     fiojson::cache_word(pct).into()
                 },
                 fixed_buffers: f.fixed_buffers,
+                storage_backend: self
+                    .storage_backend
+                    .filter(|_| p.engine.uses_hipfile())
+                    .map(String::from),
                 ..Extras::default()
             },
         }
@@ -640,6 +646,7 @@ fn total_extras(units: &[report::Unit]) -> Extras {
     if !same(|e| &e.cache) {
         t.cache = fiojson::cache_word(t.cache_resident_pct).into();
     }
+    t.storage_backend = units.iter().find_map(|u| u.extras.storage_backend.clone());
     t
 }
 
@@ -803,10 +810,14 @@ fn run(inv: &Invocation) -> Result<(), Fail> {
     }
 
     let uses_hipfile = sections.iter().any(|s| s.engine.engine.uses_hipfile());
+    let mut storage_backend = None;
     if uses_hipfile {
         engines::hipfile::driver_open().map_err(Fail::Run)?;
         if let Some(e) = hipfile_engine::registry::driver().engine() {
-            note(&format!("storage backend: {}", e.storage_backend()));
+            // The driver-open line's words: the backend and why.
+            let c = hipfile_engine::storage::choice(e.config().io_backend);
+            note(&format!("storage backend: {}", c.why));
+            storage_backend = Some(c.backend.name());
         }
     }
     let mut ctx = Context {
@@ -815,6 +826,7 @@ fn run(inv: &Invocation) -> Result<(), Fail> {
         global_options: cli::shown(&inv.global_options),
         residency: BTreeMap::new(),
         created,
+        storage_backend,
     };
     let result = run_waves(inv, &mut ctx, &mut rep);
     if uses_hipfile {

@@ -548,3 +548,40 @@ fn every_job_file_in_bench_jobs_parses() {
     assert!(n >= 7, "{n} job files");
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn the_report_names_the_librarys_storage_backend_and_why() {
+    let d = test_dir("backend");
+    let o = Command::new(BENCH)
+        .current_dir(&d)
+        .env("HIPFILE_IO_BACKEND", "posix")
+        .args([
+            "--eta=never",
+            "--name=b",
+            "--filename=f",
+            "--size=1m",
+            "--ioengine=hipfile-sync",
+            "--mem=host",
+            "--output-format=json",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(
+            "note: storage backend: posix (pread/pwrite on the I/O threads), as \
+             HIPFILE_IO_BACKEND=posix asks"
+        ),
+        "{err}"
+    );
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["jobs"][0]["hipfile"]["storage_backend"], "posix");
+    // An engine that does not go through the library has none.
+    let r = json(
+        &d,
+        &["--name=p", "--filename=f", "--size=1m", "--ioengine=psync"],
+    );
+    assert!(r["jobs"][0]["hipfile"].get("storage_backend").is_none());
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -408,14 +408,16 @@ pub fn probe() -> Result<(), Unusable> {
         .submitter()
         .register_probe(&mut ops)
         .map_err(|e| refused("io_uring_register", e))?;
+    // In the order of `storage::NEEDED_OPS`, which names them.
     let missing: Vec<&'static str> = [
-        (opcode::Read::CODE, "READ"),
-        (opcode::Write::CODE, "WRITE"),
-        (opcode::ReadFixed::CODE, "READ_FIXED"),
-        (opcode::WriteFixed::CODE, "WRITE_FIXED"),
-        (opcode::Fsync::CODE, "FSYNC"),
+        opcode::Read::CODE,
+        opcode::Write::CODE,
+        opcode::ReadFixed::CODE,
+        opcode::WriteFixed::CODE,
+        opcode::Fsync::CODE,
     ]
     .into_iter()
+    .zip(crate::storage::NEEDED_OPS)
     .filter(|&(code, _)| !ops.is_supported(code))
     .map(|(_, name)| name)
     .collect();

@@ -42,6 +42,7 @@
 //! memfd to as soon as the region exists.
 
 pub mod client;
+mod clock;
 pub mod layout;
 pub mod record;
 pub mod server;

@@ -4,12 +4,16 @@
 //! maps the region read-only and sums it. The layout is an ABI between a
 //! library and a reader built from different commits, so [`VERSION`] changes
 //! with any change here, and a reader refuses a region whose header does not
-//! match (`region_layout_is_stable` pins the sizes).
+//! match (`region_layout_is_stable` pins the sizes). The one exception: a
+//! header word taken from the reserved ones, where 0 means "not recorded",
+//! keeps the version, since a reader that does not know it never looks at it
+//! and a reader that does reads 0 from a library that does not write it.
 //!
-//! Per-call figures live in [`SHARDS`] shards, one per thread (round robin
-//! when there are more threads), each on its own cache lines: a thread only
-//! writes its own shard, so counting a call costs a few uncontended atomic
-//! adds and no lock, whatever the number of threads.
+//! Per-call figures live in [`SHARDS`] shards, each on its own cache lines.
+//! A live thread holds one of the first `SHARDS - 1` alone and writes it with
+//! plain loads and stores (no locked instruction, no cache line shared with
+//! another writer); threads beyond that share the last one with atomic adds
+//! (`record::ShardPool`). Readers sum the shards.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -17,8 +21,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const MAGIC: u64 = u64::from_le_bytes(*b"HFSTATS\x01");
 pub const VERSION: u64 = 1;
 /// Shards of per-call counters. Loader processes run tens of threads (16
-/// workers, one caller per data-loader thread); 64 keeps most threads alone
-/// on their shard, and a shared shard only costs contention, never counts.
+/// workers, one caller per data-loader thread); 63 of their own keep most
+/// threads alone on theirs, and the shared last one only costs contention,
+/// never counts.
 pub const SHARDS: usize = 64;
 /// GPUs counted one by one (level 3); GPU 15 also counts any higher ordinal.
 pub const MAX_GPUS: usize = 16;
@@ -227,7 +232,10 @@ pub struct Header {
     /// The process's command name (/proc/PID/comm, at most 15 bytes, NUL
     /// padded), so a report made after the process exited can name it.
     pub comm: [AtomicU64; 2],
-    _reserved: [AtomicU64; 1],
+    /// The storage backend serving the workers and why, as
+    /// `storage::choice_word` encodes it (`storage::described` reads it); 0
+    /// until an engine starts.
+    pub storage: AtomicU64,
 }
 
 #[repr(C)]

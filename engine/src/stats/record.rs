@@ -3,27 +3,107 @@
 //! shard; the C ABI counts registrations and refused calls.
 //!
 //! At level 0, or before the region exists, a call costs one relaxed load.
-//! At level 1 it costs two clock reads and about eight relaxed adds to
-//! cache lines no other thread writes.
+//! At level 1 it costs two reads of the TSC ([`super::clock`]) and about
+//! eight adds to cache lines no other thread writes: a thread holds a shard
+//! of its own while it lives ([`ShardPool`]), so its adds are plain loads
+//! and stores, without the locked read-modify-write an atomic add needs
+//! (which waits for the core's store buffer to drain, about 20 cycles).
+//! Readers sum the shards.
 
+use super::clock;
 use super::layout::{self, Api, Event, Region, DIRS, SHARDS, TARGETS};
 use crate::error::Result;
 use crate::pipeline::{Completion, Direction, IoRequest, Memory};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
-use std::time::Instant;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 /// The process's region; null until it is made (and in a child after fork).
 static REGION: AtomicPtr<Region> = AtomicPtr::new(std::ptr::null_mut());
 /// The level calls are counted at: 0 while there is no region.
 static LEVEL: AtomicU32 = AtomicU32::new(0);
-/// Shards handed out to threads so far.
-static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
-/// When the region was made (the zero of `last_io_ns` and `published_ns`).
-static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+/// Which shards live threads hold.
+static POOL: ShardPool = ShardPool::new();
+
+/// The shard every thread without one of its own writes, with atomic adds.
+pub const SHARED_SHARD: usize = SHARDS - 1;
+
+/// Hands each thread a shard it alone writes: the first [`SHARED_SHARD`]
+/// shards, one per live thread; a thread that finds none free writes
+/// [`SHARED_SHARD`], where adds are atomic. A thread gives its shard back
+/// when it exits; the next holder keeps adding to the same totals.
+pub struct ShardPool {
+    /// Bit i set: shard i is held by a live thread.
+    held: AtomicU64,
+}
+
+const _: () = assert!(SHARDS <= 64, "the pool's bitmap is one u64");
+
+impl ShardPool {
+    pub const fn new() -> Self {
+        ShardPool {
+            held: AtomicU64::new(0),
+        }
+    }
+
+    /// A shard for the calling thread: `(index, held alone)`.
+    pub fn claim(&self) -> (usize, bool) {
+        let own = (1u64 << SHARED_SHARD) - 1;
+        let mut held = self.held.load(Ordering::Relaxed);
+        loop {
+            let free = !held & own;
+            if free == 0 {
+                return (SHARED_SHARD, false);
+            }
+            let i = free.trailing_zeros() as usize;
+            // Acquire: the previous holder's last plain stores (published by
+            // its Release in `release`) happen before this holder's loads.
+            match self.held.compare_exchange_weak(
+                held,
+                held | 1 << i,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return (i, true),
+                Err(now) => held = now,
+            }
+        }
+    }
+
+    /// Give back shard `i` (held alone by the caller).
+    pub fn release(&self, i: usize) {
+        if i < SHARED_SHARD {
+            self.held.fetch_and(!(1u64 << i), Ordering::Release);
+        }
+    }
+}
+
+impl Default for ShardPool {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A thread's shard from `pool`, given back when the thread exits.
+struct Lease {
+    pool: &'static ShardPool,
+    shard: Cell<Option<(usize, bool)>>,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some((i, true)) = self.shard.get() {
+            self.pool.release(i);
+        }
+    }
+}
 
 thread_local! {
-    static SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
+    static LEASE: Lease = const {
+        Lease {
+            pool: &POOL,
+            shard: Cell::new(None),
+        }
+    };
     /// The entry point `Engine::submit` counts its requests under.
     static API_TAG: Cell<Api> = const { Cell::new(Api::Async) };
     /// Set by `Engine::transfer` when it served the call on this thread.
@@ -33,7 +113,7 @@ thread_local! {
 /// Make `region` the process's region, counted at `level` (the server calls
 /// this once, after the region is initialised).
 pub(crate) fn install(region: &'static Region, level: u32) {
-    let _ = START.get_or_init(Instant::now);
+    clock::start();
     REGION.store(region as *const Region as *mut Region, Ordering::Release);
     set_level_raw(level);
 }
@@ -64,25 +144,29 @@ pub(crate) fn region() -> Option<&'static Region> {
     (!p.is_null()).then(|| unsafe { &*p })
 }
 
+/// Nanoseconds since the region was made (the zero of `last_io_ns` and
+/// `published_ns`).
 pub(crate) fn since_start_ns() -> u64 {
-    ns_since_start(Instant::now())
+    clock::to_ns(clock::now())
 }
 
-fn ns_since_start(now: Instant) -> u64 {
-    START.get().map_or(0, |s| {
-        u64::try_from(now.saturating_duration_since(*s).as_nanos()).unwrap_or(u64::MAX)
-    })
+/// The calling thread's shard: `(index, held alone)`. A thread whose
+/// thread-locals are being torn down writes the shared shard.
+fn shard() -> (usize, bool) {
+    leased(&LEASE)
 }
 
-fn shard_index() -> usize {
-    SHARD.with(|s| {
-        let mut i = s.get();
-        if i == usize::MAX {
-            i = NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % SHARDS;
-            s.set(i);
-        }
-        i
-    })
+fn leased(lease: &'static std::thread::LocalKey<Lease>) -> (usize, bool) {
+    lease
+        .try_with(|l| match l.shard.get() {
+            Some(s) => s,
+            None => {
+                let s = l.pool.claim();
+                l.shard.set(Some(s));
+                s
+            }
+        })
+        .unwrap_or((SHARED_SHARD, false))
 }
 
 /// Count a rare event (registrations, batch setups, refused calls).
@@ -132,7 +216,8 @@ pub struct Call {
     dir: usize,
     target: usize,
     size: u64,
-    t0: Instant,
+    /// [`clock::now`] at the start.
+    t0: u64,
 }
 
 impl Call {
@@ -148,7 +233,7 @@ impl Call {
             },
             target: target_of(&req.mem),
             size: req.size.min(crate::MAX_RW_COUNT) as u64,
-            t0: Instant::now(),
+            t0: clock::now(),
         })
     }
 
@@ -171,9 +256,8 @@ impl Call {
     /// Count the finished call.
     pub fn finish(self, r: &Result<usize>) {
         // One clock read serves the latency and the shard's last-call time.
-        let now = Instant::now();
-        let lat_ns =
-            u64::try_from(now.saturating_duration_since(self.t0).as_nanos()).unwrap_or(u64::MAX);
+        let now = clock::now();
+        let lat_ns = clock::to_ns(now.saturating_sub(self.t0));
         let mut api = self.api;
         if api == Api::Sync && INLINE.with(|i| i.get()) {
             api = Api::Inline;
@@ -181,9 +265,11 @@ impl Call {
         let level = level();
         if let Some(region) = region() {
             let done = r.as_ref().ok().map(|&n| n as u64);
+            let (shard, alone) = shard();
             record_into(
                 region,
-                shard_index(),
+                shard,
+                alone,
                 level,
                 &Sample {
                     api,
@@ -193,7 +279,7 @@ impl Call {
                     done,
                     lat_ns,
                 },
-                ns_since_start(now),
+                clock::to_ns(now),
             );
         }
     }
@@ -236,22 +322,42 @@ pub struct Sample {
     pub lat_ns: u64,
 }
 
-/// Add `s` to shard `shard` of `region` at `level` (≥ 1).
-pub fn record_into(region: &Region, shard: usize, level: u32, s: &Sample, now_ns: u64) {
+/// Add `s` to shard `shard` of `region` at `level` (≥ 1). `alone`: the
+/// caller is the only thread writing this shard (it holds it from a
+/// [`ShardPool`]), so plain loads and stores suffice; otherwise adds are
+/// atomic.
+pub fn record_into(
+    region: &Region,
+    shard: usize,
+    alone: bool,
+    level: u32,
+    s: &Sample,
+    now_ns: u64,
+) {
     if level == 0 {
         return;
     }
     let sh = &region.shards[shard % SHARDS];
     let c = &sh.class[s.api as usize][s.dir % DIRS];
-    let add = |a: &std::sync::atomic::AtomicU64, n: u64| {
-        a.fetch_add(n, Ordering::Relaxed);
+    // Readers in other processes load these words while they change; a
+    // relaxed store of the sum is a whole word to them either way.
+    let add = |a: &AtomicU64, n: u64| {
+        if alone {
+            a.store(a.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+        } else {
+            a.fetch_add(n, Ordering::Relaxed);
+        }
     };
     match s.done {
         Some(n) => {
             add(&c.ops, 1);
             add(&c.bytes, n);
             add(&c.lat_ns, s.lat_ns);
-            c.lat_max_ns.fetch_max(s.lat_ns, Ordering::Relaxed);
+            if !alone {
+                c.lat_max_ns.fetch_max(s.lat_ns, Ordering::Relaxed);
+            } else if s.lat_ns > c.lat_max_ns.load(Ordering::Relaxed) {
+                c.lat_max_ns.store(s.lat_ns, Ordering::Relaxed);
+            }
             add(&c.lat_hist[layout::lat_bucket(s.lat_ns)], 1);
             if level >= 2 {
                 add(&c.size_hist[layout::size_bucket(s.size)], 1);
@@ -293,9 +399,9 @@ mod tests {
     #[test]
     fn level_one_counts_ops_bytes_errors_and_latency_but_no_sizes() {
         let r = Region::boxed();
-        record_into(&r, 0, 1, &sample(Api::Sync, 0, 4096, Some(4096)), 1);
-        record_into(&r, 1, 1, &sample(Api::Sync, 0, 8192, Some(100)), 2);
-        record_into(&r, 2, 1, &sample(Api::Sync, 0, 4096, None), 3);
+        record_into(&r, 0, true, 1, &sample(Api::Sync, 0, 4096, Some(4096)), 1);
+        record_into(&r, 1, true, 1, &sample(Api::Sync, 0, 8192, Some(100)), 2);
+        record_into(&r, 2, true, 1, &sample(Api::Sync, 0, 4096, None), 3);
         let s = Snapshot::of(&r);
         let c = &s.class[Api::Sync as usize][0];
         assert_eq!((c.ops, c.bytes, c.errors), (2, 4196, 1));
@@ -309,13 +415,20 @@ mod tests {
     #[test]
     fn level_two_adds_sizes_and_level_three_targets() {
         let r = Region::boxed();
-        record_into(&r, 0, 2, &sample(Api::Batch, 1, 1 << 20, Some(1 << 20)), 1);
+        record_into(
+            &r,
+            0,
+            true,
+            2,
+            &sample(Api::Batch, 1, 1 << 20, Some(1 << 20)),
+            1,
+        );
         let s = Snapshot::of(&r);
         assert_eq!(s.class[Api::Batch as usize][1].size_hist[9], 1);
         assert_eq!(s.target[0][1].ops, 0);
         let mut gpu = sample(Api::Async, 0, 4096, Some(4096));
         gpu.target = 3;
-        record_into(&r, 0, 3, &gpu, 1);
+        record_into(&r, 0, true, 3, &gpu, 1);
         let s = Snapshot::of(&r);
         assert_eq!((s.target[3][0].ops, s.target[3][0].bytes), (1, 4096));
         assert_eq!(s.target[3][0].lat_hist[layout::target_lat_bucket(5000)], 1);
@@ -335,6 +448,7 @@ mod tests {
                         record_into(
                             r,
                             t % 4,
+                            false,
                             2,
                             &sample(Api::Inline, (i % 2) as usize, 512, Some(512)),
                             i,
@@ -351,6 +465,99 @@ mod tests {
         assert_eq!(read.bytes + write.bytes, total * 512);
         assert_eq!(read.size_hist[0] + write.size_hist[0], total);
         assert_eq!(read.lat_hist.iter().sum::<u64>(), read.ops);
+    }
+
+    #[test]
+    fn threads_on_shards_of_their_own_and_on_the_shared_one_lose_nothing() {
+        let r: &'static Region = Box::leak(Region::boxed());
+        let pool: &'static ShardPool = Box::leak(Box::new(ShardPool::new()));
+        // More threads than shards: some hold one alone, the rest share.
+        let threads = SHARDS + 6;
+        let per = 5_000u64;
+        std::thread::scope(|sc| {
+            for _ in 0..threads {
+                sc.spawn(move || {
+                    let (shard, alone) = pool.claim();
+                    for i in 0..per {
+                        let mut s = sample(Api::Sync, 0, 4096, Some(4096));
+                        s.lat_ns = 1000 + i;
+                        record_into(r, shard, alone, 1, &s, i);
+                    }
+                    // Held until every thread has claimed: the last threads
+                    // find none free.
+                });
+            }
+        });
+        let s = Snapshot::of(r);
+        let c = &s.class[Api::Sync as usize][0];
+        let total = threads as u64 * per;
+        assert_eq!((c.ops, c.bytes), (total, total * 4096));
+        assert_eq!(c.lat_hist.iter().sum::<u64>(), total);
+        assert_eq!(
+            c.lat_ns,
+            threads as u64 * (1000 * per + per * (per - 1) / 2)
+        );
+        assert_eq!(c.lat_max_ns, 1000 + per - 1);
+    }
+
+    #[test]
+    fn the_pool_gives_each_thread_its_own_shard_until_none_is_free() {
+        let pool = ShardPool::new();
+        let claims: Vec<_> = (0..SHARED_SHARD).map(|_| pool.claim()).collect();
+        let mut own: Vec<usize> = claims
+            .iter()
+            .map(|&(i, alone)| {
+                assert!(alone);
+                i
+            })
+            .collect();
+        own.sort_unstable();
+        assert_eq!(own, (0..SHARED_SHARD).collect::<Vec<_>>());
+        assert_eq!(pool.claim(), (SHARED_SHARD, false));
+        pool.release(17);
+        assert_eq!(
+            pool.claim(),
+            (17, true),
+            "a shard given back is handed out again"
+        );
+        pool.release(SHARED_SHARD);
+        assert_eq!(
+            pool.claim(),
+            (SHARED_SHARD, false),
+            "the shared shard is never held"
+        );
+    }
+
+    static TEST_POOL: ShardPool = ShardPool::new();
+    thread_local! {
+        static TEST_LEASE: Lease = const {
+            Lease {
+                pool: &TEST_POOL,
+                shard: Cell::new(None),
+            }
+        };
+    }
+
+    #[test]
+    fn a_thread_keeps_its_shard_and_gives_it_back_when_it_exits() {
+        let first = std::thread::spawn(|| {
+            let s = leased(&TEST_LEASE);
+            assert_eq!(leased(&TEST_LEASE), s, "the same shard on every call");
+            assert_ne!(TEST_POOL.held.load(Ordering::Relaxed), 0);
+            s
+        })
+        .join()
+        .unwrap();
+        assert_eq!(first, (0, true));
+        assert_eq!(
+            TEST_POOL.held.load(Ordering::Acquire),
+            0,
+            "given back at exit"
+        );
+        assert_eq!(
+            std::thread::spawn(|| leased(&TEST_LEASE)).join().unwrap(),
+            (0, true)
+        );
     }
 
     #[test]

@@ -80,6 +80,14 @@ pub(crate) fn watch(stats: &Arc<Stats>, cfg: &Config) {
         .unwrap_or_else(|p| p.into_inner())
         .unwrap_or(cfg.stats_level);
     ensure(level);
+    if let Some(r) = record::region() {
+        // The backend is chosen once per process for a setting; an engine
+        // started with another setting says so here for the engines after it.
+        r.header.storage.store(
+            crate::storage::choice_word(cfg.io_backend),
+            Ordering::Relaxed,
+        );
+    }
     {
         let mut e = ENGINES.lock().unwrap_or_else(|p| p.into_inner());
         e.live.retain(|w| w.stats.strong_count() > 0);
@@ -298,6 +306,14 @@ fn make_region(level: u32) -> Result<&'static Region, String> {
     let pid = std::process::id();
     region.init(level.min(3), pid, start_unix_ns);
     record::install(region, level);
+    crate::log_debug!(
+        "statistics: call latencies timed with {}",
+        if super::clock::uses_tsc() {
+            "the invariant TSC"
+        } else {
+            "CLOCK_MONOTONIC (no invariant TSC)"
+        }
+    );
 
     // SAFETY: registering a plain extern "C" function as the child handler.
     unsafe { libc::pthread_atfork(None, None, Some(in_fork_child)) };

@@ -64,6 +64,8 @@ pub struct Snapshot {
     pub engine: [u64; engine::FIELDS],
     /// The latest `last_io_ns` of any shard.
     pub last_io_ns: u64,
+    /// The storage backend word (`storage::described`); 0: not recorded.
+    pub storage: u64,
 }
 
 fn g(a: &AtomicU64) -> u64 {
@@ -87,6 +89,7 @@ impl Snapshot {
             events: std::array::from_fn(|i| g(&r.events[i])),
             engine: std::array::from_fn(|i| g(&r.engine[i])),
             last_io_ns: 0,
+            storage: g(&h.storage),
         };
         for sh in &r.shards {
             for a in 0..APIS {

@@ -172,6 +172,115 @@ pub(crate) fn announce(setting: BackendSetting) -> Choice {
     c
 }
 
+/// The choice for `setting` as one word: what the statistics region keeps,
+/// so that `ais-stats` can name the backend and say why in the words of the
+/// driver-open line ([`described`]).
+pub fn choice_word(setting: BackendSetting) -> u64 {
+    match setting {
+        BackendSetting::Posix => encode(setting, &Ok(()), &HostFacts::default()),
+        BackendSetting::Auto | BackendSetting::IoUring => {
+            let (probe, facts) = probed();
+            encode(setting, probe, facts)
+        }
+    }
+}
+
+/// The calls the probe makes, and the operations it needs, by their index
+/// in a [`choice_word`].
+const PROBE_CALLS: [&str; 3] = ["io_uring_setup", "io_uring_register", "io_uring_enter"];
+pub(crate) const NEEDED_OPS: [&str; 5] = ["READ", "WRITE", "READ_FIXED", "WRITE_FIXED", "FSYNC"];
+
+/// The word's layout, low byte first: the backend (1 io_uring, 2 posix);
+/// the setting (1 auto, 2 io_uring, 3 posix); the probe's answer (1 usable,
+/// 2 a call refused, 3 operations missing); the refused call (1 + its index
+/// in [`PROBE_CALLS`], 0xff another) or the missing operations (a bit per
+/// [`NEEDED_OPS`]); then 16 bits of errno; then the host's facts (bit 0 a
+/// seccomp filter, bit 1 gVisor, bit 2 `kernel.io_uring_disabled` known,
+/// bits 3–4 its value). 0 is no word at all.
+pub fn encode(setting: BackendSetting, probe: &Result<(), Unusable>, facts: &HostFacts) -> u64 {
+    let backend = match decide(setting, probe, facts).backend {
+        Backend::IoUring => 1u64,
+        Backend::Posix => 2,
+    };
+    let setting = match setting {
+        BackendSetting::Auto => 1u64,
+        BackendSetting::IoUring => 2,
+        BackendSetting::Posix => 3,
+    };
+    let (answer, detail, errno) = match probe {
+        Ok(()) => (1u64, 0u64, 0u64),
+        Err(Unusable::Refused { call, errno }) => (
+            2,
+            PROBE_CALLS
+                .iter()
+                .position(|c| c == call)
+                .map_or(0xff, |i| i as u64 + 1),
+            u64::from(u16::try_from(*errno).unwrap_or(u16::MAX)),
+        ),
+        Err(Unusable::MissingOps(ops)) => (
+            3,
+            NEEDED_OPS
+                .iter()
+                .enumerate()
+                .filter(|(_, op)| ops.contains(op))
+                .map(|(i, _)| 1u64 << i)
+                .sum(),
+            0,
+        ),
+    };
+    let mut f = u64::from(facts.seccomp_filter) | u64::from(facts.gvisor) << 1;
+    if let Some(v) = facts.io_uring_disabled {
+        f |= 1 << 2 | u64::from(v.min(3)) << 3;
+    }
+    backend | setting << 8 | answer << 16 | detail << 24 | errno << 32 | f << 48
+}
+
+/// The setting, the probe's answer and the host's facts a [`choice_word`]
+/// holds; None for 0 or a word this build cannot read.
+pub fn decode(word: u64) -> Option<(BackendSetting, Result<(), Unusable>, HostFacts)> {
+    let byte = |i: u32| (word >> (8 * i)) as u8;
+    let setting = match byte(1) {
+        1 => BackendSetting::Auto,
+        2 => BackendSetting::IoUring,
+        3 => BackendSetting::Posix,
+        _ => return None,
+    };
+    let probe = match byte(2) {
+        1 => Ok(()),
+        2 => Err(Unusable::Refused {
+            call: match byte(3) {
+                i @ 1..=3 => PROBE_CALLS[usize::from(i) - 1],
+                _ => "io_uring",
+            },
+            errno: i32::from((word >> 32) as u16),
+        }),
+        3 => Err(Unusable::MissingOps(
+            NEEDED_OPS
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| byte(3) & (1 << i) != 0)
+                .map(|(_, op)| *op)
+                .collect(),
+        )),
+        _ => return None,
+    };
+    let f = byte(6);
+    let facts = HostFacts {
+        io_uring_disabled: (f & 4 != 0).then_some(u32::from(f >> 3 & 3)),
+        seccomp_filter: f & 1 != 0,
+        gvisor: f & 2 != 0,
+    };
+    Some((setting, probe, facts))
+}
+
+/// The backend and why, as the driver-open line said it, from a
+/// [`choice_word`]; None for 0 (not recorded) or a word this build cannot
+/// read.
+pub fn described(word: u64) -> Option<Choice> {
+    let (setting, probe, facts) = decode(word)?;
+    Some(decide(setting, &probe, &facts))
+}
+
 const POSIX_WORDS: &str = "posix (pread/pwrite on the I/O threads)";
 
 /// The choice for `setting` given the probe's answer (ignored for the posix
@@ -580,5 +689,57 @@ mod tests {
             "6.8.0-45-generic",
             "#45-Ubuntu SMP PREEMPT_DYNAMIC"
         ));
+    }
+
+    #[test]
+    fn a_choice_word_says_what_the_driver_open_line_says() {
+        let facts = [
+            HostFacts::default(),
+            in_container(),
+            bare_host(),
+            HostFacts {
+                io_uring_disabled: Some(1),
+                seccomp_filter: false,
+                gvisor: true,
+            },
+        ];
+        let probes = [
+            Ok(()),
+            refused("io_uring_setup", libc::EPERM),
+            refused("io_uring_setup", libc::ENOSYS),
+            refused("io_uring_register", libc::EINVAL),
+            refused("io_uring_enter", libc::EACCES),
+            Err(Unusable::MissingOps(vec!["READ_FIXED", "FSYNC"])),
+        ];
+        for setting in [
+            BackendSetting::Auto,
+            BackendSetting::IoUring,
+            BackendSetting::Posix,
+        ] {
+            for probe in &probes {
+                for f in &facts {
+                    let word = encode(setting, probe, f);
+                    assert_ne!(word, 0);
+                    assert_eq!(
+                        described(word),
+                        Some(decide(setting, probe, f)),
+                        "{setting:?} {probe:?} {f:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn no_word_or_an_unknown_one_describes_nothing() {
+        assert_eq!(described(0), None);
+        assert_eq!(described(0x09_09_09), None);
+    }
+
+    #[test]
+    fn the_posix_setting_is_recorded_without_a_probe() {
+        let c = described(choice_word(BackendSetting::Posix)).unwrap();
+        assert_eq!(c.backend, Backend::Posix);
+        assert!(c.why.contains("HIPFILE_IO_BACKEND=posix"), "{}", c.why);
     }
 }

@@ -84,6 +84,8 @@ struct Frame {
     slots: u64,
     totals: [(u64, u64); DIRS],
     errors: u64,
+    /// The storage backend's name, once an engine has started.
+    storage: Option<&'static str>,
 }
 
 impl Frame {
@@ -120,6 +122,7 @@ impl Frame {
             slots: cur.engine[engine::BOUNCE_SLOTS],
             totals,
             errors,
+            storage: crate::report::storage(cur).map(|c| c.backend.name()),
         }
     }
 
@@ -127,9 +130,10 @@ impl Frame {
         let mut o = String::new();
         let now = hipfile_engine::log::utc_timestamp(std::time::SystemTime::now());
         o.push_str(&format!(
-            "ais-stats  pid {} ({})  every {secs:.2} s  {}  frame {frame}\n\n",
+            "ais-stats  pid {} ({})  storage {}  every {secs:.2} s  {}  frame {frame}\n\n",
             t.pid,
             t.comm,
+            self.storage.unwrap_or("-"),
             &now[11..19]
         ));
         o.push_str(&format!(
@@ -221,6 +225,7 @@ impl Frame {
                 "gpu": self.in_stage[3],
             },
             "bounce_slots": self.slots,
+            "storage_backend": self.storage,
         })
     }
 }

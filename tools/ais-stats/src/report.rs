@@ -83,6 +83,12 @@ fn class_row(out: &mut String, label: &str, c: &ClassTotals) {
     ));
 }
 
+/// The storage backend serving the process, and why; None before an engine
+/// started (or from a library that does not record it).
+pub fn storage(s: &Snapshot) -> Option<hipfile_engine::storage::Choice> {
+    hipfile_engine::storage::described(s.storage)
+}
+
 fn event(s: &Snapshot, e: Event) -> u64 {
     s.event(e)
 }
@@ -102,8 +108,15 @@ pub fn to_text(t: &Target, s: &Snapshot) -> String {
         std::time::UNIX_EPOCH + std::time::Duration::from_nanos(s.start_unix_ns),
     );
     o.push_str(&format!(
-        "  started {started}; last call finished {} after that\n\n",
+        "  started {started}; last call finished {} after that\n",
         duration_ns(s.last_io_ns)
+    ));
+    o.push_str(&format!(
+        "  storage backend: {}\n\n",
+        storage(s).map_or_else(
+            || "not recorded (no engine has started)".to_string(),
+            |c| c.why
+        )
     ));
     o.push_str(&format!(
         "  {:<13} {:>9} {:>11} {:>7} {:>10} {:>10} {:>10} {:>10} {:>9}\n",
@@ -355,6 +368,8 @@ pub fn to_json(t: &Target, s: &Snapshot) -> Value {
         "start_unix_ns": s.start_unix_ns,
         "last_io_ns": s.last_io_ns,
         "engine_published_ns": s.published_ns,
+        "storage_backend": storage(s).map(|c| c.backend.name()),
+        "storage_backend_why": storage(s).map(|c| c.why),
         "calls": calls,
         "engine": engine,
         "events": events,

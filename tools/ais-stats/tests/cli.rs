@@ -348,11 +348,14 @@ fn a_report_after_exit_includes_everything_the_process_did() {
 
 /// `ais-stats --json CHILD` with the child running through without waiting.
 fn ais_program(level: u32, env: &[(&str, &str)]) -> Output {
+    ais_program_as(true, level, env)
+}
+
+/// `ais-stats [--json] CHILD` with the child running through without waiting.
+fn ais_program_as(as_json: bool, level: u32, env: &[(&str, &str)]) -> Output {
     let child = child_command(level);
-    let mut args = vec![
-        "--json".to_string(),
-        child.get_program().to_string_lossy().into_owned(),
-    ];
+    let mut args: Vec<String> = as_json.then(|| "--json".to_string()).into_iter().collect();
+    args.push(child.get_program().to_string_lossy().into_owned());
     args.extend(child.get_args().map(|a| a.to_string_lossy().into_owned()));
     Command::new(AIS)
         .args(&args)
@@ -399,6 +402,54 @@ fn engine_figures_are_complete_when_a_program_exits_without_closing_the_driver()
     // Copied in at exit: the engine still ran, and its chunks are counted.
     assert_eq!(n(r, "engine.engines"), 1);
     assert!(n(r, "engine.chunks") >= 1, "{}", r["engine"]);
+}
+
+#[test]
+fn the_report_names_the_posix_backend_that_hipfile_io_backend_asks_for() {
+    let env = [("HIPFILE_IO_BACKEND", "posix")];
+    let out = ais_program(1, &env);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = &json_lines(&out)[0];
+    assert_eq!(r["storage_backend"], "posix", "{r}");
+    let why = r["storage_backend_why"].as_str().unwrap();
+    assert!(why.contains("HIPFILE_IO_BACKEND=posix"), "{why}");
+
+    let out = ais_program_as(false, 1, &env);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("  storage backend: posix (pread/pwrite on the I/O threads), as HIPFILE_IO_BACKEND=posix asks\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_report_names_the_backend_the_process_got_and_why() {
+    let out = ais_program(1, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = &json_lines(&out)[0];
+    let got = r["storage_backend"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"));
+    let why = r["storage_backend_why"].as_str().unwrap();
+    // scripts/test.sh says which backend each pass of the suite must get.
+    match std::env::var("HIPFILE_TEST_EXPECT_BACKEND").as_deref() {
+        Ok("posix") => {
+            assert_eq!(got, "posix");
+            // io_uring is refused there: the reason names the refused call.
+            assert!(why.contains("because io_uring_setup: E"), "{why}");
+        }
+        Ok("io_uring") => assert_eq!((got, why), ("io_uring", "io_uring")),
+        _ => assert!(["io_uring", "posix"].contains(&got), "{got}"),
+    }
 }
 
 #[test]
