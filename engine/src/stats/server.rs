@@ -182,14 +182,25 @@ fn figures(s: &StatsSnapshot) -> [u64; engine::FIELDS] {
 
 /// Copy the engines' counters (retired plus running) into the region.
 pub(crate) fn publish() {
-    let e = ENGINES.lock().unwrap_or_else(|p| p.into_inner());
-    publish_locked(&e);
+    let held = {
+        let e = ENGINES.lock().unwrap_or_else(|p| p.into_inner());
+        publish_locked(&e)
+    };
+    // Only now, with the lock released: an engine dropped while it was being
+    // published leaves the last reference to its counters here, and their
+    // drop (`retire`) takes the lock.
+    drop(held);
 }
 
-fn publish_locked(e: &Engines) {
+/// Publish with the list locked. Returns the references to the running
+/// engines' counters it took, for the caller to drop after unlocking (see
+/// [`publish`]).
+#[must_use = "drop the counters only after releasing the lock"]
+fn publish_locked(e: &Engines) -> Vec<Arc<Stats>> {
     let Some(region) = record::region() else {
-        return;
+        return Vec::new();
     };
+    let mut held = Vec::with_capacity(e.live.len());
     let mut f = e.retired;
     let (mut engines, mut workers, mut slots, mut bytes) = (0, 0, 0, 0);
     for w in &e.live {
@@ -205,6 +216,7 @@ fn publish_locked(e: &Engines) {
         workers += w.workers;
         slots += w.slots;
         bytes += w.bounce_bytes;
+        held.push(s);
     }
     f[engine::ENGINES] = engines;
     f[engine::WORKERS] = workers;
@@ -217,6 +229,7 @@ fn publish_locked(e: &Engines) {
     h.published_ns
         .store(record::since_start_ns(), Ordering::Relaxed);
     h.publications.fetch_add(1, Ordering::Release);
+    held
 }
 
 /// At process exit (and at unload), a last copy of the engine figures, so a
@@ -224,9 +237,11 @@ fn publish_locked(e: &Engines) {
 /// waits: another thread may hold the lock while the process exits.
 extern "C" fn publish_at_exit() {
     let _ = std::panic::catch_unwind(|| {
-        if let Ok(e) = ENGINES.try_lock() {
-            publish_locked(&e);
-        }
+        let held = match ENGINES.try_lock() {
+            Ok(e) => publish_locked(&e),
+            Err(_) => return,
+        };
+        drop(held);
     });
 }
 
@@ -506,6 +521,64 @@ mod tests {
         assert!(!may_read(1001, 1000));
         assert!(may_read(0, 0));
         assert!(!may_read(1000, 0));
+    }
+
+    /// An engine's counters dropped while the listener publishes them leave
+    /// the publisher holding the last reference; their drop folds them into
+    /// the process totals under the list's lock, which must not be the
+    /// publisher's own (a thread waiting on itself, and every later engine
+    /// start or stop behind it). One thread publishes without pause while
+    /// this one registers and drops counters; a watchdog turns a deadlock
+    /// into an abort with a message instead of a hang.
+    #[test]
+    fn counters_dropped_while_being_published_do_not_deadlock() {
+        use std::sync::atomic::{AtomicBool, AtomicUsize};
+        const ROUNDS: usize = 50_000;
+        let cfg = Config {
+            stats_level: 1,
+            ..Config::default()
+        };
+        let done = Arc::new(AtomicBool::new(false));
+        let rounds = Arc::new(AtomicUsize::new(0));
+        let watchdog = {
+            let (done, rounds) = (done.clone(), rounds.clone());
+            std::thread::spawn(move || {
+                for _ in 0..3000 {
+                    if done.load(Ordering::Acquire) {
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                eprintln!(
+                    "statistics deadlocked: {} of {ROUNDS} counters registered and dropped \
+                     in 300 s",
+                    rounds.load(Ordering::Relaxed)
+                );
+                std::process::abort();
+            })
+        };
+        let published = Arc::new(AtomicUsize::new(0));
+        let publisher = {
+            let (done, published) = (done.clone(), published.clone());
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Acquire) {
+                    publish();
+                    published.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        };
+        while published.load(Ordering::Relaxed) == 0 {
+            std::thread::yield_now();
+        }
+        for i in 0..ROUNDS {
+            let s = Arc::new(Stats::default());
+            watch(&s, &cfg);
+            drop(s);
+            rounds.store(i + 1, Ordering::Relaxed);
+        }
+        done.store(true, Ordering::Release);
+        publisher.join().unwrap();
+        watchdog.join().unwrap();
     }
 
     #[test]
