@@ -134,6 +134,16 @@ impl Slab {
         self.huge
     }
 
+    /// Bytes of all slots.
+    pub fn bytes(&self) -> usize {
+        self.classes.iter().map(|&(_, c, b)| c * b).sum()
+    }
+
+    /// The GPU runtime page-locked the slab.
+    pub fn pinned(&self) -> bool {
+        self.pinned_by.is_some()
+    }
+
     /// All slots.
     pub fn len(&self) -> usize {
         self.classes.last().map_or(0, |&(f, c, _)| f + c)

@@ -13,6 +13,14 @@
 //! parent's heap it has anyway, plus descriptors inherited from the parent
 //! (rings, O_DIRECT reopens), which stay open until the child exits.
 //!
+//! Workers start while the engine runs (as work needs them). A fork while
+//! one is setting itself up (mapping and pinning its slab, opening its ring)
+//! would copy whatever allocator or runtime lock that thread held into the
+//! child, where nobody releases it: glibc's malloc guards its own locks
+//! around fork, but an interposed allocator (AddressSanitizer's) or a GPU
+//! runtime need not. So a `pthread_atfork` prepare handler lets such starts
+//! finish first ([`Starting`]; it waits at most [`START_WAIT`]).
+//!
 //! The GPU runtime decides for itself whether a child may use it. CUDA does
 //! not allow a child to use CUDA when the parent had initialised it: the
 //! child's `cuInit` fails and device memory is unusable there, while host
@@ -21,15 +29,51 @@
 
 use crate::gpu::{Gpu, GpuError};
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 static HOOKED: AtomicBool = AtomicBool::new(false);
+/// Threads of ours setting themselves up now ([`Starting`]).
+static STARTING: AtomicUsize = AtomicUsize::new(0);
+/// The longest a fork waits for starting threads: a worker's start takes
+/// milliseconds to tens of milliseconds (its slab mapped and pinned); past
+/// this the fork goes ahead.
+pub const START_WAIT: Duration = Duration::from_secs(2);
 
 extern "C" fn in_child() {
-    // Only an atomic add: the child of a multi-threaded parent may call
-    // nothing that can take a lock until it execs or starts afresh.
+    // Only atomic stores: the child of a multi-threaded parent may call
+    // nothing that can take a lock until it execs or starts afresh. The
+    // parent's starting threads do not exist here.
     GENERATION.fetch_add(1, Ordering::Relaxed);
+    STARTING.store(0, Ordering::Relaxed);
+}
+
+extern "C" fn before_fork() {
+    // The parent, before it forks: an ordinary context, where waiting is allowed.
+    let t0 = Instant::now();
+    while STARTING.load(Ordering::Acquire) > 0 && t0.elapsed() < START_WAIT {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Held while a thread of the library sets itself up; `fork()` waits for it
+/// (module notes). Made before the thread is spawned, so a fork between the
+/// spawn and the thread's first instruction waits too.
+pub(crate) struct Starting(());
+
+impl Starting {
+    pub(crate) fn begin() -> Starting {
+        generation();
+        STARTING.fetch_add(1, Ordering::AcqRel);
+        Starting(())
+    }
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        STARTING.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// How many `fork()`s lie between the process that first used the library
@@ -37,10 +81,11 @@ extern "C" fn in_child() {
 /// the handler is inherited by children, so grandchildren count too.
 pub fn generation() -> u64 {
     if !HOOKED.swap(true, Ordering::AcqRel) {
-        // SAFETY: registers a plain extern "C" function (no unwinding, no
-        // locks) as the child handler; glibc removes it if the library that
-        // holds it is unloaded.
-        unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
+        // SAFETY: registers plain extern "C" functions (no unwinding; the
+        // child's takes no lock, the parent's prepare handler only sleeps)
+        // as fork handlers; glibc removes them if the library that holds
+        // them is unloaded.
+        unsafe { libc::pthread_atfork(Some(before_fork), None, Some(in_child)) };
     }
     GENERATION.load(Ordering::Acquire)
 }

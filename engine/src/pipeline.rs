@@ -3,6 +3,14 @@
 //! that go, in order, to one queue that every worker pulls from (`queue.rs`),
 //! so all workers stream the same region of the file together and a chunk
 //! starts on whichever worker can take it first.
+//!
+//! Workers start as work needs them: the engine opens with one, and a
+//! submission whose chunks outnumber the idle workers starts more, up to
+//! `Config::io_threads` ([`WorkQueue::push`] decides). Each worker maps and
+//! pins its own bounce slab, so a process that issues one request at a time
+//! holds one worker's threads and memory, not the maximum's: eight data
+//! loader processes would otherwise hold 8 × 16 threads and 8 × 320 MiB of
+//! page-locked memory from their first read.
 
 use crate::config::{Config, ReadMode};
 use crate::error::{Error, OpError, Result};
@@ -14,15 +22,21 @@ use crate::stats::{Stats, StatsSnapshot};
 use crate::worker::{self, WorkerHandle};
 use crate::MAX_RW_COUNT;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 pub use crate::request::{Completion, Direction, IoRequest, Memory, Waiter};
+
+/// Workers an engine starts when it opens; the rest start as work needs them.
+const INITIAL_WORKERS: usize = 1;
 
 struct Inner {
     cfg: Config,
     gpu: Arc<dyn Gpu>,
     stats: Arc<Stats>,
-    workers: Vec<WorkerHandle>,
+    /// The workers started so far (more start as work needs them).
+    workers: Mutex<Vec<WorkerHandle>>,
+    /// What a worker started later is given.
+    shared: worker::Shared,
     queue: Arc<WorkQueue<Chunk>>,
     pool: Arc<worker::StreamPool>,
     /// Stream ops submitted and not finished (see [`Engine::stream_op`]).
@@ -45,9 +59,13 @@ impl Drop for Inner {
             return;
         }
         // Workers first (they drain the queue and destroy the streams they
-        // took), then the prepared streams none of them used.
+        // took), then the prepared streams none of them used. The queue is
+        // closed first, so no push reserves another worker after this.
         self.queue.close();
-        self.workers.clear();
+        self.workers
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
         self.pool.release(self.gpu.as_ref());
     }
 }
@@ -98,7 +116,7 @@ impl Engine {
         let cold: fn(&Chunk) -> bool = |c| c.cold;
         let queue = Arc::new(WorkQueue::with_restriction(
             cfg.io_threads,
-            cfg.cold_limit().map(|_| cold),
+            cfg.cold_limit().map(|n| (cold, n)),
         ));
         let shared = worker::Shared {
             cfg: cfg.clone(),
@@ -108,8 +126,11 @@ impl Engine {
             queue: queue.clone(),
             faults,
         };
+        // The first worker starts now and is waited for, so a ring or slab
+        // that cannot be made fails the open; the others start as work
+        // needs them.
         let mut workers = Vec::with_capacity(cfg.io_threads);
-        for id in 0..cfg.io_threads {
+        for id in queue.reserve(INITIAL_WORKERS) {
             match worker::spawn(id, shared.clone()) {
                 Ok(w) => workers.push(w),
                 Err(e) => {
@@ -130,7 +151,8 @@ impl Engine {
             }
         }
         crate::log_info!(
-            "engine: {} workers, {} KiB chunks, {} slots each, GPU runtime {}",
+            "engine: up to {} workers (started as work needs them), {} KiB chunks, {} slots \
+             each, GPU runtime {}",
             cfg.io_threads,
             cfg.chunk_bytes >> 10,
             cfg.slots_per_worker,
@@ -142,12 +164,13 @@ impl Engine {
                 cfg,
                 gpu,
                 stats,
-                workers,
+                workers: Mutex::new(workers),
+                faults: shared.faults.clone(),
+                shared,
                 queue,
                 pool,
                 stream_ops: AtomicUsize::new(0),
                 generation: crate::fork::generation(),
-                faults: shared.faults,
                 streams: OnceLock::new(),
             }),
         })
@@ -158,8 +181,37 @@ impl Engine {
     /// (creating one while a stream is parked can stall in the driver).
     /// Cheap after the first call per device.
     pub fn prepare_stream_ops(&self, device: i32) -> Result<()> {
-        let n = self.inner.workers.len();
+        // Workers not started yet take theirs when they start.
+        let n = self.inner.cfg.io_threads;
         self.inner.pool.prepare(self.inner.gpu.as_ref(), device, n)
+    }
+
+    /// Worker threads running now: they start as work needs them, from one
+    /// up to `Config::io_threads`, and each holds one bounce slab
+    /// ([`StatsSnapshot::bounce_bytes`]).
+    pub fn workers(&self) -> usize {
+        self.inner.stats.workers.load(Ordering::Relaxed) as usize
+    }
+
+    /// Start the workers `ids` that a push reserved.
+    fn start_workers(&self, ids: std::ops::Range<usize>) {
+        if ids.is_empty() {
+            return;
+        }
+        let mut started = self.inner.workers.lock().unwrap_or_else(|p| p.into_inner());
+        for id in ids {
+            match worker::spawn_lazy(id, self.inner.shared.clone()) {
+                Ok(w) => started.push(w),
+                Err(e) => {
+                    crate::log_warn!(
+                        "cannot start I/O thread hipfile-io-{id} ({e}); the {} running \
+                         carry on",
+                        started.len()
+                    );
+                    self.inner.queue.start_failed();
+                }
+            }
+        }
     }
 
     /// Count a stream op as outstanding until the ticket is dropped. While any
@@ -251,9 +303,11 @@ impl Engine {
         }
         let chunk = if spread {
             let cfg = &self.inner.cfg;
+            // Cut for every worker the engine may have, not those running:
+            // the pieces are what makes the push start the rest.
             split_bytes(
                 size,
-                self.inner.workers.len(),
+                cfg.io_threads,
                 crate::config::PIECES_PER_WORKER,
                 cfg.chunk_bytes,
             )
@@ -284,9 +338,12 @@ impl Engine {
                 queued_at,
             })
             .collect();
-        if let Err(refused) = self.inner.queue.push(chunks) {
-            for c in refused {
-                c.req.chunk_done(c.idx, Err(OpError::DriverClosing.into()));
+        match self.inner.queue.push(chunks) {
+            Ok(grow) => self.start_workers(grow),
+            Err(refused) => {
+                for c in refused {
+                    c.req.chunk_done(c.idx, Err(OpError::DriverClosing.into()));
+                }
             }
         }
     }

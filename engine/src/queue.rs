@@ -18,6 +18,14 @@
 //! one core even when every hold is contended. Busy workers look at an
 //! atomic length before they take the lock.
 //!
+//! The queue also decides when the engine needs another worker. Workers
+//! start lazily: an engine opens with one, and [`WorkQueue::push`] reserves
+//! more (up to the configured maximum) when the chunks queued outnumber the
+//! idle workers, so a process that issues one request at a time holds one
+//! worker and its bounce slab, and one that keeps the link busy grows to the
+//! maximum. The check runs under the lock `push` already holds: one atomic
+//! load and a compare.
+//!
 //! The queue has no bound of its own; its bound is the callers'. It holds
 //! the chunks of requests that callers have submitted and not yet seen
 //! finish, and each caller bounds those: a synchronous call waits for its
@@ -29,6 +37,7 @@
 //! thread could wait for itself.
 
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
@@ -41,6 +50,10 @@ struct State<T> {
     waiting_open: usize,
 }
 
+/// Which items only some workers may take, and how many workers (the first
+/// ones) may take them.
+pub(crate) type Restriction<T> = (fn(&T) -> bool, usize);
+
 /// FIFO of work items (the engine's are [`crate::request::Chunk`]s).
 pub(crate) struct WorkQueue<T> {
     state: Mutex<State<T>>,
@@ -50,10 +63,19 @@ pub(crate) struct WorkQueue<T> {
     len: AtomicUsize,
     /// Chunks taken and not finished, over all workers ([`WorkQueue::started`]).
     held: AtomicUsize,
-    workers: usize,
+    /// Workers reserved so far (started, starting, or failed to start): the
+    /// next worker's id, and the divisor of [`WorkQueue::fair_share`]. Only
+    /// changed with the lock held.
+    reserved: AtomicUsize,
+    /// Workers that hold no chunk (asleep, on their way to sleep, or still
+    /// starting): the ones a new chunk can go to at once.
+    idle: AtomicUsize,
+    /// The most workers the engine may have.
+    max_workers: usize,
     /// Items for which this says true may be taken only by some workers
-    /// (those that call [`WorkQueue::pop_wait_for`] with `all`).
-    restricted: Option<fn(&T) -> bool>,
+    /// (those that call [`WorkQueue::pop_wait_for`] with `all`): the first
+    /// `.1` workers.
+    restricted: Option<Restriction<T>>,
 }
 
 fn notify(cv: &Condvar, n: usize) {
@@ -65,15 +87,19 @@ fn notify(cv: &Condvar, n: usize) {
 }
 
 impl<T> WorkQueue<T> {
-    /// A queue for `workers` workers (the divisor of [`WorkQueue::fair_share`]).
+    /// A queue for `workers` workers, all reserved at once (no growth).
     #[cfg(test)]
     pub(crate) fn new(workers: usize) -> Self {
-        Self::with_restriction(workers, None)
+        let q = Self::with_restriction(workers, None);
+        q.reserve(workers);
+        q
     }
 
-    /// As [`WorkQueue::new`]; items for which `restricted` says true may be
-    /// taken only by some workers (see [`WorkQueue::pop_wait_for`]).
-    pub(crate) fn with_restriction(workers: usize, restricted: Option<fn(&T) -> bool>) -> Self {
+    /// A queue for at most `max_workers` workers, none reserved yet (see
+    /// [`WorkQueue::reserve`]); items for which `restricted.0` says true may
+    /// be taken only by the first `restricted.1` workers (see
+    /// [`WorkQueue::pop_wait_for`]).
+    pub(crate) fn with_restriction(max_workers: usize, restricted: Option<Restriction<T>>) -> Self {
         WorkQueue {
             state: Mutex::new(State {
                 chunks: VecDeque::new(),
@@ -85,7 +111,9 @@ impl<T> WorkQueue<T> {
             wake_open: Condvar::new(),
             len: AtomicUsize::new(0),
             held: AtomicUsize::new(0),
-            workers: workers.max(1),
+            reserved: AtomicUsize::new(0),
+            idle: AtomicUsize::new(0),
+            max_workers: max_workers.max(1),
             restricted,
         }
     }
@@ -96,8 +124,55 @@ impl<T> WorkQueue<T> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Reserve up to `n` more workers (never past the maximum); their ids.
+    /// They count as idle from now on: the caller starts them, and reports
+    /// each that cannot start with [`WorkQueue::start_failed`].
+    pub(crate) fn reserve(&self, n: usize) -> Range<usize> {
+        let _s = self.lock();
+        self.reserve_locked(n)
+    }
+
+    fn reserve_locked(&self, n: usize) -> Range<usize> {
+        self.reserve_up_to(n, self.max_workers)
+    }
+
+    /// Reserve up to `n` more workers, never past `limit` in all.
+    fn reserve_up_to(&self, n: usize, limit: usize) -> Range<usize> {
+        let first = self.reserved.load(Ordering::Relaxed);
+        let n = n.min(limit.min(self.max_workers).saturating_sub(first));
+        self.idle.fetch_add(n, Ordering::AcqRel);
+        self.reserved.store(first + n, Ordering::Release);
+        first..first + n
+    }
+
+    /// Workers reserved so far ([`WorkQueue::reserve`]).
+    pub(crate) fn reserved(&self) -> usize {
+        self.reserved.load(Ordering::Acquire)
+    }
+
+    /// A worker that held nothing took a chunk.
+    pub(crate) fn busy(&self) {
+        self.idle.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// A worker finished its last chunk. Called before that chunk's request
+    /// is told, so a caller that waits for one request and then submits the
+    /// next finds the worker idle and starts no other.
+    pub(crate) fn idle(&self) {
+        self.idle.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A reserved worker could not start (its id stays used: the engine does
+    /// not try again on every push).
+    pub(crate) fn start_failed(&self) {
+        self.idle.fetch_sub(1, Ordering::AcqRel);
+    }
+
     /// Queue `chunks` in order; gives them back if the queue is closed.
-    pub(crate) fn push(&self, chunks: Vec<T>) -> Result<(), Vec<T>> {
+    /// Returns the ids of the workers reserved to start for them: as many
+    /// as the queued chunks outnumber the idle workers, up to the maximum
+    /// (usually none).
+    pub(crate) fn push(&self, chunks: Vec<T>) -> Result<Range<usize>, Vec<T>> {
         let mut s = self.lock();
         if s.closed {
             return Err(chunks);
@@ -105,7 +180,20 @@ impl<T> WorkQueue<T> {
         let n = chunks.len();
         let open = chunks.iter().filter(|c| self.open(c)).count();
         s.chunks.extend(chunks);
-        self.len.store(s.chunks.len(), Ordering::Release);
+        let queued = s.chunks.len();
+        self.len.store(queued, Ordering::Release);
+        let idle = self.idle.load(Ordering::Acquire);
+        let grow = if queued > idle && self.reserved.load(Ordering::Relaxed) < self.max_workers {
+            // Only the first workers may take restricted chunks: a push of
+            // nothing else needs no worker past them.
+            let limit = match self.restricted {
+                Some((_, takers)) if open == 0 => takers,
+                _ => self.max_workers,
+            };
+            self.reserve_up_to(queued - idle, limit)
+        } else {
+            0..0
+        };
         // A worker that may not take restricted items can start only when an
         // open one is at the front; the others can take anything.
         let front_open = s.chunks.front().is_some_and(|c| self.open(c));
@@ -118,12 +206,12 @@ impl<T> WorkQueue<T> {
         drop(s);
         notify(&self.wake_open, wake_open);
         notify(&self.wake_all, wake_all);
-        Ok(())
+        Ok(grow)
     }
 
     /// Any worker may take `item`.
     fn open(&self, item: &T) -> bool {
-        !self.restricted.is_some_and(|r| r(item))
+        !self.restricted.is_some_and(|(r, _)| r(item))
     }
 
     /// Whether a worker that may (`all`) or may not take restricted items may take `item`.
@@ -184,7 +272,7 @@ impl<T> WorkQueue<T> {
     /// slack of one more, the first worker to wake takes both halves of a
     /// 1 MiB read meant for two (on a 2-core VM: 3.3 GB/s instead of 10).
     pub(crate) fn fair_share(&self) -> usize {
-        self.fair_share_among(self.workers)
+        self.fair_share_among(self.reserved())
     }
 
     /// The same split over `n` of the workers (those that may take an item).
@@ -278,6 +366,56 @@ mod tests {
         assert_eq!(q.fair_share(), 1); // ceil(4 / 4)
     }
 
+    #[test]
+    fn a_push_reserves_workers_only_for_chunks_no_idle_worker_can_take() {
+        let q = WorkQueue::with_restriction(8, None);
+        assert_eq!(q.reserve(1), 0..1, "the engine's first worker");
+        // One chunk, one idle worker: nothing to start.
+        assert_eq!(q.push(vec![1]).unwrap(), 0..0);
+        q.try_pop(|_| true).unwrap();
+        q.busy();
+        // The worker is busy: one more chunk needs one more worker.
+        assert_eq!(q.push(vec![2]).unwrap(), 1..2);
+        // Three queued and one idle worker (1, still starting): two more.
+        assert_eq!(q.push(vec![3, 4]).unwrap(), 2..4);
+        // A burst grows to the maximum and no further.
+        assert_eq!(q.push((0..100).collect()).unwrap(), 4..8);
+        assert!(q.push(vec![5]).unwrap().is_empty());
+        assert_eq!(q.reserved(), 8);
+    }
+
+    #[test]
+    fn a_worker_idle_again_before_the_next_push_starts_no_other() {
+        let q = WorkQueue::with_restriction(8, None);
+        q.reserve(1);
+        for i in 0..10 {
+            assert!(q.push(vec![i]).unwrap().is_empty(), "push {i}");
+            q.try_pop(|_| true).unwrap();
+            q.busy();
+            q.idle();
+        }
+        assert_eq!(q.reserved(), 1);
+    }
+
+    #[test]
+    fn restricted_chunks_alone_grow_only_to_the_workers_that_take_them() {
+        let q = WorkQueue::with_restriction(8, Some((|x: &i32| x % 2 == 1, 2)));
+        q.reserve(1);
+        q.busy();
+        assert_eq!(q.push(vec![1, 3, 5, 7]).unwrap(), 1..2);
+        // Open chunks may go to any worker.
+        assert_eq!(q.push(vec![2, 4]).unwrap(), 2..7);
+    }
+
+    #[test]
+    fn a_worker_that_failed_to_start_is_not_idle_and_its_id_stays_used() {
+        let q = WorkQueue::with_restriction(4, None);
+        assert_eq!(q.reserve(2), 0..2);
+        q.start_failed();
+        // One idle worker for two chunks: one more starts, with a fresh id.
+        assert_eq!(q.push(vec![1, 2]).unwrap(), 2..3);
+    }
+
     /// A worker thread that pops (restricted items too when `all`) until the
     /// queue is closed, and returns what it got.
     fn collector(q: &Arc<WorkQueue<i32>>, all: bool) -> std::thread::JoinHandle<Vec<i32>> {
@@ -302,7 +440,10 @@ mod tests {
     #[test]
     fn a_worker_that_may_take_only_some_items_sees_each_new_front() {
         // Odd items are restricted; the sleeper may take only even ones.
-        let q = Arc::new(WorkQueue::with_restriction(2, Some(|x: &i32| x % 2 == 1)));
+        let q = Arc::new(WorkQueue::with_restriction(
+            2,
+            Some((|x: &i32| x % 2 == 1, 1)),
+        ));
         let open_only = collector(&q, false);
         // The front (1) is not for the sleeper: another worker takes it, and
         // the sleeper must wake for the 2 behind it without a new push.
@@ -327,7 +468,10 @@ mod tests {
 
     #[test]
     fn restricted_items_wake_a_worker_that_may_take_them() {
-        let q = Arc::new(WorkQueue::with_restriction(2, Some(|x: &i32| x % 2 == 1)));
+        let q = Arc::new(WorkQueue::with_restriction(
+            2,
+            Some((|x: &i32| x % 2 == 1, 1)),
+        ));
         let (open_only, any) = (collector(&q, false), collector(&q, true));
         while q.sleepers() < 2 {
             std::thread::yield_now();

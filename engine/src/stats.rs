@@ -88,6 +88,14 @@ pub struct Stats {
     pub chunks: AtomicU64,
     pub chunk_ns: AtomicU64,
     pub chunk_max_ns: AtomicU64,
+    /// Worker threads running now (they start as work needs them, up to
+    /// `Config::io_threads`).
+    pub workers: AtomicU64,
+    /// Bytes of the running workers' bounce slabs, and of those the bytes
+    /// locked in memory (page-locked by the GPU runtime or registered with
+    /// io_uring; either counts against RLIMIT_MEMLOCK).
+    pub bounce_bytes: AtomicU64,
+    pub locked_bounce_bytes: AtomicU64,
 }
 
 /// Where a worker chunk's time goes, from the moment its request is cut into
@@ -124,6 +132,9 @@ pub struct StatsSnapshot {
     pub chunks: u64,
     pub chunk_ns: u64,
     pub chunk_max_ns: u64,
+    pub workers: u64,
+    pub bounce_bytes: u64,
+    pub locked_bounce_bytes: u64,
 }
 
 impl StatsSnapshot {
@@ -183,6 +194,29 @@ impl Stats {
             chunks: g(&self.chunks),
             chunk_ns: g(&self.chunk_ns),
             chunk_max_ns: g(&self.chunk_max_ns),
+            workers: g(&self.workers),
+            bounce_bytes: g(&self.bounce_bytes),
+            locked_bounce_bytes: g(&self.locked_bounce_bytes),
+        }
+    }
+
+    /// A worker with a slab of `bytes` (`locked` in memory) started.
+    pub(crate) fn worker_started(&self, bytes: usize, locked: bool) {
+        self.workers.fetch_add(1, Ordering::Relaxed);
+        self.bounce_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        if locked {
+            self.locked_bounce_bytes
+                .fetch_add(bytes as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// That worker exited and unmapped its slab.
+    pub(crate) fn worker_stopped(&self, bytes: usize, locked: bool) {
+        self.workers.fetch_sub(1, Ordering::Relaxed);
+        self.bounce_bytes.fetch_sub(bytes as u64, Ordering::Relaxed);
+        if locked {
+            self.locked_bounce_bytes
+                .fetch_sub(bytes as u64, Ordering::Relaxed);
         }
     }
 

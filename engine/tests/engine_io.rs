@@ -711,10 +711,26 @@ fn reads_per_worker(cold_io_threads: usize) -> Vec<usize> {
     };
     let e =
         Engine::with_faults(cfg, Arc::new(NoGpu { why: "test".into() }), Some(factory)).unwrap();
-    let fd = open(&path, true);
-    let file = Arc::new(File::probe(fd.as_raw_fd()).unwrap());
     let mut buf = vec![0u8; n * piece + 4096];
     let base = (buf.as_mut_ptr() as usize).next_multiple_of(4096);
+    // Workers start as work needs them: start all three with one read of
+    // the (page-cache hot) file through a buffered descriptor, whose chunks
+    // any worker may take, and count only the reads after it.
+    let warm = open(&path, false);
+    let warm = Arc::new(File::probe(warm.as_raw_fd()).unwrap());
+    // SAFETY: the memory named is owned by this test and outlives the call.
+    let got = unsafe { e.read(&warm, Memory::Host(base), n * piece, 0) };
+    assert_eq!(got, Ok(n * piece));
+    let t0 = std::time::Instant::now();
+    while e.workers() < 3 && t0.elapsed() < Duration::from_secs(30) {
+        std::thread::yield_now();
+    }
+    assert_eq!(e.workers(), 3, "the workers did not start");
+    for c in &counts {
+        c.store(0, Ordering::SeqCst);
+    }
+    let fd = open(&path, true);
+    let file = Arc::new(File::probe(fd.as_raw_fd()).unwrap());
     let (tx, rx) = std::sync::mpsc::channel();
     for i in 0..n {
         let tx = tx.clone();
@@ -963,4 +979,87 @@ fn an_idle_worker_can_start_its_first_copy_after_one_page_cache_read() {
     );
     let together = copies_seen_at_read_completions(false);
     assert_eq!(together, vec![0, 0], "both reads in one submission");
+}
+
+/// An engine of up to 16 workers with small slabs (64 KiB chunks, a few
+/// small slots), host reads all through the workers.
+fn growing_engine() -> Engine {
+    let cfg = Config {
+        io_threads: 16,
+        chunk_bytes: 64 << 10,
+        slots_per_worker: 2,
+        small_slots_per_worker: 2,
+        mid_slots_per_worker: 0,
+        inline_max_bytes: 0,
+        huge_pages: false,
+        ..Config::default()
+    };
+    Engine::with_gpu(cfg, no_gpu()).unwrap()
+}
+
+#[test]
+fn one_request_at_a_time_holds_one_worker() {
+    let piece = 64 << 10;
+    let data = pattern(64 * piece, 71);
+    let (path, _f) = temp_file("one-at-a-time", &data);
+    let e = growing_engine();
+    assert_eq!(e.workers(), 1, "an engine opens with one worker");
+    let one_slab = e.stats().bounce_bytes;
+    assert!(one_slab > 0);
+    let fd = open(&path, false);
+    let file = Arc::new(File::probe(fd.as_raw_fd()).unwrap());
+    let mut buf = vec![0u8; piece];
+    for i in 0..64 {
+        // SAFETY: `buf` is owned by this test and outlives the call.
+        let n = unsafe {
+            e.read(
+                &file,
+                Memory::Host(buf.as_mut_ptr() as usize),
+                piece,
+                (i * piece) as u64,
+            )
+        };
+        assert_eq!(n, Ok(piece));
+        assert!(buf[..] == data[i * piece..(i + 1) * piece], "piece {i}");
+    }
+    assert_eq!(e.stats().chunks, 64, "the reads went through the workers");
+    // Each read was one chunk, and the worker was idle again before its
+    // caller heard the read had ended: no read found work queued and no
+    // worker idle.
+    assert_eq!(e.workers(), 1);
+    assert_eq!(e.stats().bounce_bytes, one_slab);
+    drop(e);
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn many_queued_chunks_start_workers_up_to_the_maximum() {
+    let piece = 64 << 10;
+    let data = pattern(64 * piece, 72);
+    let (path, _f) = temp_file("grow", &data);
+    let e = growing_engine();
+    let one_slab = e.stats().bounce_bytes;
+    let fd = open(&path, false);
+    let file = Arc::new(File::probe(fd.as_raw_fd()).unwrap());
+    let mut buf = vec![0u8; data.len()];
+    // One 4 MiB read is cut into 64 chunks of 64 KiB, queued at once: more
+    // than the one idle worker, so the engine starts the other fifteen.
+    // SAFETY: `buf` is owned by this test and outlives the call.
+    let n = unsafe { e.read(&file, Memory::Host(buf.as_mut_ptr() as usize), buf.len(), 0) };
+    assert_eq!(n, Ok(data.len()));
+    assert!(buf == data, "data differs");
+    // The new workers map their slabs on their own threads: wait for them.
+    let t0 = std::time::Instant::now();
+    while e.workers() < 16 && t0.elapsed() < Duration::from_secs(30) {
+        std::thread::yield_now();
+    }
+    assert_eq!(e.workers(), 16);
+    assert_eq!(e.stats().bounce_bytes, 16 * one_slab);
+    // The maximum holds: another burst starts no more.
+    // SAFETY: as above.
+    let n = unsafe { e.read(&file, Memory::Host(buf.as_mut_ptr() as usize), buf.len(), 0) };
+    assert_eq!(n, Ok(data.len()));
+    assert_eq!(e.workers(), 16);
+    drop(e);
+    std::fs::remove_file(&path).unwrap();
 }

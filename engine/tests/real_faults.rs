@@ -245,9 +245,25 @@ fn descriptor_closed_behind_the_librarys_back() {
     let e = engine();
     let fd = std::fs::File::open(&path).unwrap().into_raw_fd();
     let file = Arc::new(File::probe(fd).unwrap());
+    // Workers start as work needs them, and each opens a ring: let every one
+    // start now, or the read below could start one that gets the closed
+    // descriptor's number (and read from its own ring or event descriptor).
+    let mut buf = vec![0u8; 2 << 20];
+    // SAFETY: the memory named is owned by this test and outlives the call.
+    let n = unsafe { e.read(&file, Memory::Host(buf.as_mut_ptr() as usize), 2 << 20, 0) };
+    assert_eq!(n, Ok(2 << 20));
+    let t0 = std::time::Instant::now();
+    while e.workers() < e.config().io_threads && t0.elapsed().as_secs() < 30 {
+        std::thread::yield_now();
+    }
+    assert_eq!(
+        e.workers(),
+        e.config().io_threads,
+        "the workers did not start"
+    );
     // SAFETY: closing our own descriptor, which the library uses as its buffered one.
     unsafe { libc::close(fd) };
-    let mut buf = vec![0u8; 2 << 20];
+    buf.fill(0);
     // SAFETY: the memory named is owned by this test and outlives the call.
     match unsafe { e.read(&file, Memory::Host(buf.as_mut_ptr() as usize), 2 << 20, 0) } {
         // The O_DIRECT descriptor the library opened itself still works.

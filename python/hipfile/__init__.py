@@ -24,10 +24,19 @@ Names:
   variables' names without the prefix, e.g. ``io_threads=4``), before the
   first I/O of the process. ``settings()``, ``shutdown()``,
   ``gpu_available()``, ``runtime()``.
+- ``limit_io_threads(n)``: cap this process's I/O threads unless they were
+  set explicitly (what ``hipfile.torch`` does in a DataLoader worker);
+  ``usage()``: the threads and bounce memory the engine holds now.
 - ``HipFileError`` (an OSError): ``code`` (hipFile error, e.g. 5022),
   ``errno``, ``gpu_error``, ``strerror``. Bad arguments raise ValueError or
   TypeError; a read that starts past the end of its file raises EOFError.
 - ``hipfile.torch``: Datasets for PyTorch (import it explicitly).
+
+Threads and memory: the engine starts I/O threads as work needs them, up
+to ``io_threads`` (default min(cores, 16)); each holds its own page-locked
+bounce memory (about 20 MiB). A process that reads one sample at a time
+holds one; a DataLoader worker process reading through ``hipfile.torch`` is
+capped at max(2, cores // num_workers) unless ``io_threads`` is set.
 
 Processes: a child after ``fork()`` gets a fresh library (host memory always;
 device memory only if the GPU runtime allows it there, which CUDA does not
@@ -48,11 +57,13 @@ from ._hipfile import (
     configure,
     fork_generation,
     gpu_available,
+    limit_io_threads,
     open,
     read_batch,
     runtime,
     settings,
     shutdown,
+    usage,
 )
 
 __version__ = ".".join(str(v) for v in VERSION)
@@ -66,9 +77,11 @@ __all__ = [
     "configure",
     "fork_generation",
     "gpu_available",
+    "limit_io_threads",
     "open",
     "read_batch",
     "runtime",
     "settings",
     "shutdown",
+    "usage",
 ]

@@ -93,6 +93,14 @@ def configure(**settings: Union[int, str, bool]) -> dict:
 def settings() -> dict:
     """The running engine's settings."""
 
+def limit_io_threads(n: int) -> Optional[int]:
+    """Cap this process's I/O threads at n unless set explicitly, before the
+    first I/O; the io_threads the engine will use, or None if left alone."""
+
+def usage() -> dict:
+    """What this process's engine holds now: workers, bounce_bytes,
+    locked_bounce_bytes (0 before it started; does not start it)."""
+
 def shutdown() -> None:
     """Release this process's engine."""
 

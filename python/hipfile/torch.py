@@ -20,6 +20,14 @@ pin them in the main process. For device reads inside the workers use
 ``multiprocessing_context="spawn"`` (or "forkserver"). Host reads work with
 every start method.
 
+Threads and memory: in a DataLoader worker process the dataset caps the
+process's I/O threads at max(2, cores // num_workers) before its first read
+(``hipfile.limit_io_threads``), unless ``io_threads`` was set explicitly
+(``HIPFILE_IO_THREADS``, the config file, or ``hipfile.configure`` in
+``worker_init_fn``, whose settings are then kept as given). Threads start as
+work needs them, each with its own page-locked bounce memory, so eight
+workers on a 16-core machine hold at most 2 each rather than 16.
+
 Before a device read the dataset waits for the current stream (the caching
 allocator may hand out memory that kernels queued earlier still use), then
 reads; the tensor is complete when the call returns.
@@ -27,13 +35,44 @@ reads; the tensor is complete when the call returns.
 
 from typing import List, Optional, Sequence, Union
 
+import os
+
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 import hipfile
 from hipfile.data import FileSamples, RecordShards, PathLike
 
-__all__ = ["BatchDataset", "FileDataset", "RecordDataset", "default_device"]
+__all__ = ["BatchDataset", "FileDataset", "RecordDataset", "default_device", "loader_io_threads"]
+
+
+_sized_pid = 0
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def loader_io_threads(num_workers: int) -> int:
+    """The I/O threads one of ``num_workers`` loader processes gets:
+    max(2, cores // num_workers)."""
+    return max(2, _cores() // max(1, num_workers))
+
+
+def _size_for_worker() -> None:
+    """In a DataLoader worker, once per process and before its first I/O:
+    cap the engine's threads to this process's share of the cores."""
+    global _sized_pid
+    pid = os.getpid()
+    if _sized_pid == pid:
+        return
+    _sized_pid = pid
+    info = get_worker_info()
+    if info is not None:
+        hipfile.limit_io_threads(loader_io_threads(info.num_workers))
 
 
 def _cuda_usable() -> bool:
@@ -63,6 +102,7 @@ class _SampleDataset(Dataset):
     @property
     def device(self) -> torch.device:
         """Where tensors are made (decided in the process that reads)."""
+        _size_for_worker()
         return self._device if self._device is not None else default_device()
 
     def __len__(self) -> int:
@@ -89,6 +129,7 @@ class _SampleDataset(Dataset):
         return torch.empty(shape, dtype=self.dtype, pin_memory=_cuda_usable())
 
     def __getitem__(self, i: int) -> torch.Tensor:
+        _size_for_worker()
         n = self.samples.nbytes(i)
         t = self._empty(self._sample_shape(n))
         self.samples.read([i], [t])
@@ -96,6 +137,7 @@ class _SampleDataset(Dataset):
 
     def __getitems__(self, indices: Sequence[int]) -> List[torch.Tensor]:
         """The samples at ``indices``, read with one batched call."""
+        _size_for_worker()
         sizes = [self.samples.nbytes(i) for i in indices]
         if len(set(sizes)) == 1:
             batch = self.read_batch(indices)
@@ -107,6 +149,7 @@ class _SampleDataset(Dataset):
     def read_batch(self, indices: Sequence[int]) -> torch.Tensor:
         """The samples at ``indices`` (all of one size) as one tensor of
         shape ``(len(indices), *sample_shape)``."""
+        _size_for_worker()
         indices = list(indices)
         if not indices:
             raise ValueError("no indices")

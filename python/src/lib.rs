@@ -141,6 +141,76 @@ fn configure(settings: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyDict>> {
     Python::attach(|py| config_dict(py, &cfg))
 }
 
+/// One variable over another environment.
+struct Over<'a, E: Env + ?Sized> {
+    name: &'static str,
+    value: String,
+    env: &'a E,
+}
+
+impl<E: Env + ?Sized> Env for Over<'_, E> {
+    fn get(&self, name: &str) -> Option<String> {
+        if name == self.name {
+            return Some(self.value.clone());
+        }
+        self.env.get(name)
+    }
+}
+
+/// Cap this process's I/O threads at ``n`` unless they were set explicitly
+/// (``HIPFILE_IO_THREADS``, ``execution.max_io_threads`` in the config file,
+/// or an earlier ``configure()`` call in this process, whose settings are
+/// kept as given). For a process that shares the machine with others of its
+/// kind, such as a DataLoader worker: the engine starts workers as work
+/// needs them, up to this cap, and each holds its own page-locked bounce
+/// memory. Call it before the first I/O of the process. Returns the
+/// ``io_threads`` the engine will use, or None when it left the settings
+/// alone (set explicitly, or the engine already read them).
+#[pyfunction]
+fn limit_io_threads(n: usize) -> PyResult<Option<usize>> {
+    if n == 0 {
+        return Err(PyValueError::new_err(
+            "limit_io_threads: n must be at least 1",
+        ));
+    }
+    let held = HELD.get_or_init(|| Mutex::new(None));
+    if lock(held).is_some() {
+        return Ok(None);
+    }
+    let cap = n.min(Config::default().io_threads);
+    let cfg = hipfile_engine::config_file::with_process_env(|env| {
+        if env.get("HIPFILE_IO_THREADS").is_some() {
+            return None;
+        }
+        Some(Config::from_env_with(&Over {
+            name: "HIPFILE_IO_THREADS",
+            value: cap.to_string(),
+            env,
+        }))
+    });
+    let Some(cfg) = cfg else {
+        return Ok(None);
+    };
+    let threads = cfg.io_threads;
+    Ok(driver().set_config(cfg).ok().map(|()| threads))
+}
+
+/// What this process's engine holds now: ``workers`` (I/O threads
+/// running; they start as work needs them, up to ``io_threads``),
+/// ``bounce_bytes`` (their bounce memory) and ``locked_bounce_bytes`` (the
+/// part page-locked by the GPU runtime or registered with io_uring). All 0
+/// before the engine has started; does not start it.
+#[pyfunction]
+fn usage(py: Python<'_>) -> PyResult<Py<PyDict>> {
+    let held = HELD.get_or_init(|| Mutex::new(None));
+    let snap = lock(held).as_ref().map(|e| e.stats()).unwrap_or_default();
+    let d = PyDict::new(py);
+    d.set_item("workers", snap.workers)?;
+    d.set_item("bounce_bytes", snap.bounce_bytes)?;
+    d.set_item("locked_bounce_bytes", snap.locked_bounce_bytes)?;
+    Ok(d.unbind())
+}
+
 fn config_dict(py: Python<'_>, c: &Config) -> PyResult<Py<PyDict>> {
     let d = PyDict::new(py);
     d.set_item("io_threads", c.io_threads)?;
@@ -940,6 +1010,8 @@ fn _hipfile(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_batch, m)?)?;
     m.add_function(wrap_pyfunction!(configure, m)?)?;
     m.add_function(wrap_pyfunction!(settings, m)?)?;
+    m.add_function(wrap_pyfunction!(limit_io_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(usage, m)?)?;
     m.add_function(wrap_pyfunction!(shutdown, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_available, m)?)?;
     m.add_function(wrap_pyfunction!(runtime, m)?)?;

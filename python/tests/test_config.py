@@ -64,3 +64,94 @@ def test_an_unknown_setting_is_refused():
         """
     )
     assert out == "refused"
+
+
+def test_limit_io_threads_caps_a_fresh_process():
+    out = run(
+        """
+        import hipfile
+        got = hipfile.limit_io_threads(2)
+        s = hipfile.settings()
+        print(got, s["io_threads"], hipfile.usage()["workers"])
+        """
+    )
+    got, threads, workers = out.split()
+    assert got == threads and int(threads) <= 2
+    # The engine opens with one worker; more start only as work needs them.
+    assert workers == "1"
+
+
+def test_limit_io_threads_leaves_an_explicit_thread_count_alone():
+    out = run(
+        """
+        import hipfile
+        print(hipfile.limit_io_threads(1), hipfile.settings()["io_threads"])
+        """,
+        {"HIPFILE_IO_THREADS": "3"},
+    )
+    assert out == "None 3"
+
+
+def test_limit_io_threads_keeps_the_settings_configure_gave():
+    out = run(
+        """
+        import hipfile
+        hipfile.configure(io_threads=3)
+        print(hipfile.limit_io_threads(1), hipfile.settings()["io_threads"])
+        """
+    )
+    assert out == "None 3"
+
+
+def test_limit_io_threads_after_the_first_io_changes_nothing():
+    out = run(
+        """
+        import hipfile
+        before = hipfile.settings()["io_threads"]
+        print(hipfile.limit_io_threads(1), hipfile.settings()["io_threads"] == before)
+        """
+    )
+    assert out == "None True"
+
+
+def test_usage_before_the_engine_starts_is_zero_and_starts_nothing():
+    out = run(
+        """
+        import hipfile
+        u = hipfile.usage()
+        print(u["workers"], u["bounce_bytes"], hipfile.usage()["workers"])
+        """
+    )
+    assert out == "0 0 0"
+
+
+def test_one_read_at_a_time_holds_one_worker_and_a_burst_grows(tmp_path):
+    import os
+
+    base = os.environ.get("HIPFILE_TEST_DIR") or str(tmp_path)
+    path = os.path.join(base, f"grow-{os.getpid()}.bin")
+    with open(path, "wb") as f:
+        f.write(os.urandom(4 << 20))
+    try:
+        out = run(
+            f"""
+            import time
+            import hipfile, numpy as np
+            hipfile.configure(io_threads=4, inline_kb=0, chunk_kb=64)
+            a = np.empty(64 << 10, dtype=np.uint8)
+            with hipfile.open({path!r}) as f:
+                for i in range(32):
+                    f.read(a, file_offset=i * a.nbytes)
+                one = hipfile.usage()["workers"]
+                big = np.empty(4 << 20, dtype=np.uint8)
+                f.read(big)
+            # The new workers map their memory on their own threads.
+            t0 = time.monotonic()
+            while hipfile.usage()["workers"] < 4 and time.monotonic() - t0 < 30:
+                time.sleep(0.001)
+            print(one, hipfile.usage()["workers"], hipfile.settings()["io_threads"])
+            """
+        )
+    finally:
+        os.unlink(path)
+    assert out == "1 4 4"

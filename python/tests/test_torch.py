@@ -53,3 +53,37 @@ def test_batch_dataset_with_two_workers_yields_every_record_once(tdir):
     rows = [r.numpy().view(np.uint8).tobytes() for batch in dl for r in batch]
     want = sorted(d[i * rec : (i + 1) * rec].tobytes() for i in range(50))
     assert sorted(rows) == want
+
+
+class _ThreadsProbe(FileDataset):
+    """Each sample with the I/O threads its process may use and runs."""
+
+    def __getitem__(self, i):
+        t = super().__getitem__(i)
+        return t, hipfile.settings()["io_threads"], hipfile.usage()["workers"], os.getpid()
+
+
+def _per_process_threads(tdir):
+    make_files(tdir, 16)
+    ds = _ThreadsProbe(tdir, device="cpu")
+    dl = DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="fork")
+    return {int(pid): (int(limit), int(running)) for _, limit, running, pid in dl}
+
+
+def test_dataloader_workers_cap_their_io_threads(tdir):
+    from hipfile.torch import loader_io_threads
+
+    cores = len(os.sched_getaffinity(0))
+    want = min(loader_io_threads(2), cores, 16)
+    seen = _per_process_threads(tdir)
+    assert len(seen) == 2, seen
+    for pid, (limit, running) in seen.items():
+        assert limit == want, (pid, limit, want)
+        assert 1 <= running <= limit
+
+
+def test_dataloader_workers_keep_an_explicit_thread_count(tdir, monkeypatch):
+    monkeypatch.setenv("HIPFILE_IO_THREADS", "3")
+    seen = _per_process_threads(tdir)
+    assert len(seen) == 2, seen
+    assert all(limit == 3 for limit, _ in seen.values()), seen

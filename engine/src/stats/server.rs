@@ -48,9 +48,9 @@ pub const REPLY_DENIED: u8 = b'N';
 /// What the server knows about one running engine.
 struct Watched {
     stats: Weak<Stats>,
-    workers: u64,
-    slots: u64,
-    bounce_bytes: u64,
+    /// Bounce slots per worker (workers start as work needs them; their
+    /// number and slab bytes are in `stats`).
+    slots_per_worker: u64,
 }
 
 #[derive(Default)]
@@ -94,9 +94,7 @@ pub(crate) fn watch(stats: &Arc<Stats>, cfg: &Config) {
         let slots: usize = cfg.slot_classes().iter().map(|&(n, _)| n).sum();
         e.live.push(Watched {
             stats: Arc::downgrade(stats),
-            workers: cfg.io_threads as u64,
-            slots: (slots * cfg.io_threads) as u64,
-            bounce_bytes: cfg.bounce_bytes() as u64,
+            slots_per_worker: slots as u64,
         });
     }
     record::event(layout::Event::EngineStart);
@@ -205,7 +203,8 @@ fn publish_locked(e: &Engines) -> Vec<Arc<Stats>> {
     let (mut engines, mut workers, mut slots, mut bytes) = (0, 0, 0, 0);
     for w in &e.live {
         let Some(s) = w.stats.upgrade() else { continue };
-        for (k, v) in figures(&s.snapshot()).iter().enumerate() {
+        let snap = s.snapshot();
+        for (k, v) in figures(&snap).iter().enumerate() {
             if engine::is_max(k) {
                 f[k] = f[k].max(*v);
             } else {
@@ -213,9 +212,9 @@ fn publish_locked(e: &Engines) -> Vec<Arc<Stats>> {
             }
         }
         engines += 1;
-        workers += w.workers;
-        slots += w.slots;
-        bytes += w.bounce_bytes;
+        workers += snap.workers;
+        slots += snap.workers * w.slots_per_worker;
+        bytes += snap.bounce_bytes;
         held.push(s);
     }
     f[engine::ENGINES] = engines;

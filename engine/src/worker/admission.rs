@@ -21,7 +21,8 @@ impl Worker {
             return false;
         }
         let fair = match self.cfg.cold_limit() {
-            Some(n) if c.cold => self.queue.fair_share_among(n),
+            // Split over the cold workers running (the rest may start later).
+            Some(n) if c.cold => self.queue.fair_share_among(n.min(self.queue.reserved())),
             _ => fair,
         };
         if self.held >= self.cap || !self.slot_line.is_empty() || self.held >= fair {
@@ -71,6 +72,9 @@ impl Worker {
             return;
         }
         self.queue.started();
+        if self.held == 0 {
+            self.queue.busy();
+        }
         self.held += 1;
         if !chunk.mem.is_device() {
             self.host_bytes += chunk.len;

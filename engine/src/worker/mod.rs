@@ -86,21 +86,9 @@ pub(crate) struct Shared {
 /// Start worker `id`; returns once its ring and slab exist (or could not be made).
 pub(crate) fn spawn(id: usize, shared: Shared) -> Result<WorkerHandle> {
     let (init_tx, init_rx) = mpsc::sync_channel::<Result<()>>(1);
-    let join = std::thread::Builder::new()
-        .name(format!("hipfile-io-{id}"))
-        .spawn(move || {
-            // The ring is created on this thread: it is the ring's single issuer.
-            match Worker::new(id, shared) {
-                Ok(w) => {
-                    let _ = init_tx.send(Ok(()));
-                    w.run();
-                }
-                Err(e) => {
-                    let _ = init_tx.send(Err(e));
-                }
-            }
-        })
-        .map_err(|e| Error::Os(e.raw_os_error().unwrap_or(libc::EAGAIN)))?;
+    let join = start_thread(id, shared, move |r| {
+        let _ = init_tx.send(r);
+    })?;
     match init_rx.recv() {
         Ok(Ok(())) => Ok(WorkerHandle { join: Some(join) }),
         Ok(Err(e)) => {
@@ -112,6 +100,45 @@ pub(crate) fn spawn(id: usize, shared: Shared) -> Result<WorkerHandle> {
             Err(OpError::InternalError.into())
         }
     }
+}
+
+/// Start worker `id` without waiting for its ring and slab: an engine that
+/// grows does so on a caller's submission, which should not wait the tens of
+/// milliseconds a slab takes to map and pin. A worker that cannot start logs
+/// why (in `Worker::new`) and tells the queue, whose other workers carry on.
+pub(crate) fn spawn_lazy(id: usize, shared: Shared) -> Result<WorkerHandle> {
+    let queue = shared.queue.clone();
+    let join = start_thread(id, shared, move |r| {
+        if r.is_err() {
+            queue.start_failed();
+        }
+    })?;
+    Ok(WorkerHandle { join: Some(join) })
+}
+
+/// The worker's thread: make the worker there (its ring's single issuer),
+/// report how that went to `started`, then run it.
+fn start_thread(
+    id: usize,
+    shared: Shared,
+    started: impl FnOnce(Result<()>) + Send + 'static,
+) -> Result<JoinHandle<()>> {
+    // A fork waits until the worker is set up (crate::fork's notes).
+    let starting = crate::fork::Starting::begin();
+    std::thread::Builder::new()
+        .name(format!("hipfile-io-{id}"))
+        .spawn(move || {
+            let made = Worker::new(id, shared);
+            drop(starting);
+            match made {
+                Ok(w) => {
+                    started(Ok(()));
+                    w.run();
+                }
+                Err(e) => started(Err(e)),
+            }
+        })
+        .map_err(|e| Error::Os(e.raw_os_error().unwrap_or(libc::EAGAIN)))
 }
 
 struct Worker {
@@ -146,6 +173,13 @@ struct Worker {
     ended: Vec<(OnGpu, GpuResult<()>)>,
     failed: Vec<(OnGpu, GpuError)>,
     queue: Arc<WorkQueue<Chunk>>,
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.stats
+            .worker_stopped(self.slab.bytes(), self.slab.pinned() || self.fixed);
+    }
 }
 
 impl Worker {
@@ -192,6 +226,7 @@ impl Worker {
         let cap =
             (cfg.slots_per_worker * 2 + cfg.small_slots_per_worker + cfg.mid_slots_per_worker)
                 .max(8);
+        stats.worker_started(slab.bytes(), slab.pinned() || fixed);
         Ok(Worker {
             id,
             cfg,
@@ -344,6 +379,10 @@ impl Worker {
         }
         self.held -= 1;
         self.queue.finished();
+        if self.held == 0 {
+            // Before the request hears of it (see WorkQueue::idle).
+            self.queue.idle();
+        }
         if writeback {
             crate::file::start_writeback(&chunk.file, chunk.file_offset, chunk.len);
         }
