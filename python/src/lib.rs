@@ -75,22 +75,28 @@ const KNOBS: &[&str] = &[
 ];
 
 /// Keyword settings over the process environment.
-struct KwEnv(Vec<(String, String)>);
+/// Keyword settings over another source (the process environment and the
+/// configuration file, as the C library reads them).
+struct KwEnv<'a, E: Env + ?Sized> {
+    kv: Vec<(String, String)>,
+    under: &'a E,
+}
 
-impl Env for KwEnv {
+impl<E: Env + ?Sized> Env for KwEnv<'_, E> {
     fn get(&self, name: &str) -> Option<String> {
-        self.0
+        self.kv
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.clone())
-            .or_else(|| std::env::var(name).ok())
+            .or_else(|| self.under.get(name))
     }
 }
 
 /// Settings for this process's engine, by the names of the HIPFILE_*
 /// variables without the prefix, lower case (``io_threads=4``,
 /// ``read_mode="direct"``, ``log_level="info"``, ...). Keywords override the
-/// environment; what neither sets keeps its default. Call it before the first
+/// environment, which overrides the configuration file (``HIPFILE_CONFIG``
+/// or ``CUFILE_ENV_PATH_JSON``); what none sets keeps its default. Call it before the first
 /// I/O of the process (in a DataLoader worker: in ``worker_init_fn``); after
 /// that it raises RuntimeError. Returns the settings that will be used.
 #[pyfunction]
@@ -130,7 +136,9 @@ fn configure(settings: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyDict>> {
             kv.push((var, value));
         }
     }
-    let cfg = Config::from_env_with(&KwEnv(kv));
+    let cfg = hipfile_engine::config_file::with_process_env(|env| {
+        Config::from_env_with(&KwEnv { kv, under: env })
+    });
     if let Err(e) = driver().set_config(cfg.clone()) {
         let _ = e;
         return Err(PyRuntimeError::new_err(

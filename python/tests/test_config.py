@@ -41,6 +41,22 @@ def test_environment_applies_where_keywords_are_silent():
     assert out == "2 512"
 
 
+def test_the_configuration_file_applies_under_keywords_and_environment(tmp_path):
+    # As for the C library: keywords over HIPFILE_* over the file.
+    conf = tmp_path / "hipfile.json"
+    conf.write_text('{ "execution": { "max_io_threads": 5 }, "hipfile": { "chunk_kb": 2048, "read_mode": "buffered" } }')
+    out = run(
+        """
+        import hipfile
+        hipfile.configure(read_mode="direct")
+        s = hipfile.settings()
+        print(s["io_threads"], s["chunk_kb"], s["read_mode"])
+        """,
+        {"HIPFILE_CONFIG": str(conf), "HIPFILE_CHUNK_KB": "1024"},
+    )
+    assert out == "5 1024 direct"
+
+
 def test_a_retired_setting_is_accepted_and_ignored():
     # As its HIPFILE_* variable is: the engine's behaviour is fixed.
     out = run(
