@@ -5,6 +5,7 @@
  * the spec (or of the project decisions at its top). Usage: bad_files DIR */
 #define _GNU_SOURCE
 #include "hipfile.h"
+#include "check.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -14,27 +15,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static int pass, fail;
-#define CHECK(c, ...)                                           \
-    do {                                                        \
-        if (c) {                                                \
-            pass++;                                             \
-        } else {                                                \
-            fail++;                                             \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #c); \
-            printf(__VA_ARGS__);                                \
-            printf("\n");                                       \
-        }                                                       \
-    } while (0)
-
-static hipFileError_t reg(int fd, hipFileHandle_t *h) {
-    hipFileDescr_t d;
-    memset(&d, 0, sizeof d);
-    d.type = hipFileHandleTypeOpaqueFD;
-    d.handle.fd = fd;
-    return hipFileHandleRegister(h, &d);
-}
 
 int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : "/tmp";
@@ -67,7 +47,7 @@ int main(int argc, char **argv) {
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         hipFileHandle_t h = NULL;
-        hipFileError_t e = reg(rows[i].fd, &h);
+        hipFileError_t e = check_register_fd(rows[i].fd, &h);
         CHECK((int)e.err == rows[i].want, "%s: got %d want %d", rows[i].what, e.err, rows[i].want);
         if (e.err == 0) hipFileHandleDeregister(h);
     }
@@ -75,10 +55,10 @@ int main(int argc, char **argv) {
     /* 2. I/O rows on a real file. */
     int ro = open(path, O_RDONLY);
     hipFileHandle_t hro = NULL, hrw = NULL, hdead = NULL;
-    CHECK(reg(ro, &hro).err == 0, "register read-only");
-    CHECK(reg(wfd, &hrw).err == 0, "register read-write");
+    CHECK(check_register_fd(ro, &hro).err == 0, "register read-only");
+    CHECK(check_register_fd(wfd, &hrw).err == 0, "register read-write");
     int dead = open(path, O_RDONLY);
-    CHECK(reg(dead, &hdead).err == 0, "register then deregister");
+    CHECK(check_register_fd(dead, &hdead).err == 0, "register then deregister");
     hipFileHandleDeregister(hdead);
     char *buf = aligned_alloc(4096, 1 << 20);
     CHECK(hipFileBufRegister(buf, 65536, 0).err == 0, "bufregister");
@@ -121,6 +101,5 @@ int main(int argc, char **argv) {
     hipFileHandleDeregister(hrw);
     CHECK(hipFileDriverClose().err == 0, "close");
     unlink(path);
-    printf("%d passed, %d failed\n", pass, fail);
-    return fail ? 1 : 0;
+    return check_summary();
 }

@@ -8,21 +8,11 @@
  *                set it); a Set call still wins over the file
  * Prints "pid P" first, then one "FAIL ..." line per failed check; exits 1 on failure. */
 #include "hipfile.h"
+#include "check.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static int g_fail;
-#define CHECK(c, ...)                                           \
-    do {                                                        \
-        if (!(c)) {                                             \
-            g_fail++;                                           \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #c); \
-            printf(__VA_ARGS__);                                \
-            printf("\n");                                       \
-        }                                                       \
-    } while (0)
 
 static void open_close(void) {
     hipFileError_t e = hipFileDriverOpen();

@@ -11,6 +11,7 @@
  * and their size in the EIO section. */
 #define _GNU_SOURCE
 #include "hipfile.h"
+#include "check.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,29 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int pass, fail;
-static const char *section = "";
-#define CHECK(c, ...)                                                         \
-    do {                                                                      \
-        if (c) {                                                              \
-            pass++;                                                           \
-        } else {                                                              \
-            fail++;                                                           \
-            printf("FAIL %s:%d: [%s] %s: ", __FILE__, __LINE__, section, #c); \
-            printf(__VA_ARGS__);                                              \
-            printf("\n");                                                     \
-        }                                                                     \
-    } while (0)
-
 static const char *dir;
-
-static hipFileError_t reg(int fd, hipFileHandle_t *h) {
-    hipFileDescr_t d;
-    memset(&d, 0, sizeof d);
-    d.type = hipFileHandleTypeOpaqueFD;
-    d.handle.fd = fd;
-    return hipFileHandleRegister(h, &d);
-}
 
 static void path_of(char *out, size_t n, const char *name) {
     snprintf(out, n, "%s/hipfile-safety-%s-%d", dir, name, getpid());
@@ -104,7 +83,7 @@ static int io_threads_after_close(void) {
 }
 
 static void test_threads(void) {
-    section = "threads";
+    g_section = "threads";
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     long bound = 4 * cores < 64 ? 4 * cores : 64;
     CHECK(hipFileUseCount() == 0, "driver closed at start");
@@ -182,7 +161,7 @@ static void eio_case(const char *what, int flags, size_t misalign, int per_threa
     close(report[1]);
 
     hipFileHandle_t fh;
-    CHECK(reg(fd, &fh).err == 0, "%s: register", what);
+    CHECK(check_register_fd(fd, &fh).err == 0, "%s: register", what);
     struct writer w[2];
     pthread_t t[2];
     for (int i = 0; i < 2; i++) {
@@ -223,7 +202,7 @@ static void eio_case(const char *what, int flags, size_t misalign, int per_threa
 }
 
 static void test_eio(void) {
-    section = "eio";
+    g_section = "eio";
     int per_thread = 600;
     const char *e = getenv("HIPFILE_TEST_EIO_WRITES");
     if (e && atoi(e) > 0) per_thread = atoi(e);
@@ -257,7 +236,7 @@ static void append_case(const char *what, int flags, size_t file_len, size_t len
     CHECK(posix_memalign((void **)&src, align, len) == 0, "alloc");
     for (size_t i = 0; i < len; i++) src[i] = pat(i, 2);
     hipFileHandle_t fh;
-    CHECK(reg(fd, &fh).err == 0, "%s: register", what);
+    CHECK(check_register_fd(fd, &fh).err == 0, "%s: register", what);
     CHECK(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_APPEND) == 0, "%s: set O_APPEND", what);
     ssize_t r = hipFileWrite(fh, src, len, off, 0);
     CHECK(r == (ssize_t)len || r == -hipFileInvalidFileOpenFlag, "%s: write returned %zd", what, r);
@@ -278,7 +257,7 @@ static void append_case(const char *what, int flags, size_t file_len, size_t len
 }
 
 static void test_append(void) {
-    section = "append";
+    g_section = "append";
     append_case("small buffered", 0, 100, 10, 5, 64);
     append_case("large buffered", 0, 16 << 20, 8 << 20, 4096 + 100, 4096);
     append_case("O_DIRECT descriptor", O_DIRECT, 16 << 20, 8 << 20, 1 << 20, 4096);
@@ -294,7 +273,7 @@ static int cmp_ptr(const void *a, const void *b) {
 }
 
 static void test_stale(void) {
-    section = "stale";
+    g_section = "stale";
     enum { CYCLES = 10000 };
     char pa[512], pb[512];
     path_of(pa, sizeof pa, "stale-a");
@@ -310,12 +289,12 @@ static void test_stale(void) {
     int wrong = 0, reached = 0;
     for (int i = 0; i < CYCLES; i++) {
         hipFileHandle_t ha, hb;
-        if (reg(a, &ha).err != 0) {
+        if (check_register_fd(a, &ha).err != 0) {
             wrong++;
             continue;
         }
         hipFileHandleDeregister(ha);
-        if (reg(b, &hb).err != 0) {
+        if (check_register_fd(b, &hb).err != 0) {
             wrong++;
             continue;
         }
@@ -344,7 +323,7 @@ static void test_stale(void) {
     uintptr_t *bseen = calloc(CYCLES, sizeof *bseen);
     int breached = 0, bwrong = 0;
     hipFileHandle_t hb;
-    CHECK(reg(b, &hb).err == 0, "register B");
+    CHECK(check_register_fd(b, &hb).err == 0, "register B");
     for (int i = 0; i < CYCLES; i++) {
         hipFileBatchHandle_t b1, b2;
         if (hipFileBatchIOSetUp(&b1, 4).err != 0) {
@@ -413,7 +392,7 @@ static void efault_case(const char *what, int flags, size_t old_len, size_t len,
     for (size_t i = 0; i < len; i++) src[i] = pat(i, 5);
     CHECK(mprotect(src + len / 2, len / 2, PROT_NONE) == 0, "mprotect");
     hipFileHandle_t fh;
-    CHECK(reg(fd, &fh).err == 0, "%s: register", what);
+    CHECK(check_register_fd(fd, &fh).err == 0, "%s: register", what);
     errno = 0;
     ssize_t r = hipFileWrite(fh, src, len, off, 0);
     int err = errno;
@@ -441,7 +420,7 @@ static void efault_case(const char *what, int flags, size_t old_len, size_t len,
 }
 
 static void test_efault(void) {
-    section = "efault";
+    g_section = "efault";
     CHECK(hipFileDriverOpen().err == 0, "open");
     efault_case("buffered, empty file", 0, 0, 8 << 20, 0);
     efault_case("buffered, past the end", 0, 1 << 20, 8 << 20, (2 << 20) + 512);
@@ -453,7 +432,7 @@ static void test_efault(void) {
 /* ------------------------------------------------------------------------
  * bufreg: hipFileBufRegister of addresses that are not memory → 5013. */
 static void test_bufreg(void) {
-    section = "bufreg";
+    g_section = "bufreg";
     CHECK(hipFileDriverOpen().err == 0, "open");
     long pg = sysconf(_SC_PAGESIZE);
     hipFileError_t e = hipFileBufRegister((void *)0x10, 4096, 0);
@@ -506,6 +485,5 @@ int main(int argc, char **argv) {
         for (int a = 2; a < argc; a++) want |= strcmp(argv[a], all[i].name) == 0;
         if (want) all[i].fn();
     }
-    printf("%d passed, %d failed\n", pass, fail);
-    return fail ? 1 : 0;
+    return check_summary();
 }

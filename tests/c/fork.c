@@ -10,6 +10,7 @@
  * Usage: fork [DIR] */
 #define _GNU_SOURCE
 #include "hipfile.h"
+#include "check.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -20,19 +21,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static int g_pass, g_fail;
-#define CHECK(c, ...)                                           \
-    do {                                                        \
-        if (c) {                                                \
-            g_pass++;                                           \
-        } else {                                                \
-            g_fail++;                                           \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #c); \
-            printf(__VA_ARGS__);                                \
-            printf("\n");                                       \
-        }                                                       \
-    } while (0)
 
 #define FILE_BYTES (4u << 20)
 static char path[512];
@@ -193,6 +181,5 @@ int main(int argc, char **argv) {
     close(pfd);
     while (hipFileUseCount() > 0) hipFileDriverClose();
     unlink(path);
-    printf("%d passed, %d failed\n", g_pass, g_fail);
-    return g_fail ? 1 : 0;
+    return check_summary();
 }

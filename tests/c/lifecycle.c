@@ -6,6 +6,7 @@
  * Usage: lifecycle DIR [seconds] */
 #define _GNU_SOURCE
 #include "hipfile.h"
+#include "check.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -17,19 +18,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-static int g_pass, g_fail;
-#define CHECK(c, ...)                                              \
-    do {                                                           \
-        if (c) {                                                   \
-            g_pass++;                                              \
-        } else {                                                   \
-            g_fail++;                                              \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #c);    \
-            printf(__VA_ARGS__);                                   \
-            printf("\n");                                          \
-        }                                                          \
-    } while (0)
 
 #define FILE_BYTES (8u << 20)
 static char path[512];

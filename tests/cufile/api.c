@@ -14,6 +14,8 @@
 #define _GNU_SOURCE
 #include <cufile.h>
 
+#include "../c/check.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -27,37 +29,18 @@
 #include <time.h>
 #include <unistd.h>
 
-static int g_passed, g_failed;
-static const char *g_section = "start";
-
-static void check_impl(int ok, int line, const char *expr, const char *fmt, ...)
-{
-    if (ok) {
-        g_passed++;
-        return;
-    }
-    g_failed++;
-    printf("api.c:%d: [%s] FAIL: %s: ", line, g_section, expr);
-    va_list ap;
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    fflush(stdout);
-}
-#define CHECK(cond, ...) check_impl((cond) ? 1 : 0, __LINE__, #cond, __VA_ARGS__)
 #define CHECK_ERR(expr, code)                                                                           \
     do {                                                                                                \
         CUfileError_t e_ = (expr);                                                                      \
-        check_impl(e_.err == (code) && e_.cu_err == 0, __LINE__, #expr, "got {%d, %d}, expected {%d, 0}", \
-                   (int)e_.err, (int)e_.cu_err, (int)(code));                                           \
+        CHECK(e_.err == (code) && e_.cu_err == 0, "%s: got {%d, %d}, expected {%d, 0}", #expr,             \
+              (int)e_.err, (int)e_.cu_err, (int)(code));                                                \
     } while (0)
 #define CHECK_OK(expr) CHECK_ERR(expr, CU_FILE_SUCCESS)
 #define CHECK_SZ(expr, want)                                                                  \
     do {                                                                                      \
         ssize_t n_ = (expr);                                                                  \
-        check_impl(n_ == (ssize_t)(want), __LINE__, #expr, "got %zd, expected %zd (errno %d)", \
-                   n_, (ssize_t)(want), errno);                                               \
+        CHECK(n_ == (ssize_t)(want), "%s: got %zd, expected %zd (errno %d)", #expr, n_,         \
+              (ssize_t)(want), errno);                                                          \
     } while (0)
 
 static char g_dir[3072];
@@ -90,21 +73,6 @@ static int make_file(const char *name, size_t size, uint64_t seed, char *path)
     }
     free(b);
     return fd;
-}
-
-static CUfileHandle_t reg(int fd)
-{
-    CUfileDescr_t d;
-    memset(&d, 0, sizeof d);
-    d.type = CU_FILE_HANDLE_TYPE_OPAQUE_FD;
-    d.handle.fd = fd;
-    CUfileHandle_t fh = NULL;
-    CUfileError_t e = cuFileHandleRegister(&fh, &d);
-    if (e.err != CU_FILE_SUCCESS) {
-        printf("cuFileHandleRegister(fd %d) failed: %d\n", fd, e.err);
-        exit(2);
-    }
-    return fh;
 }
 
 /* The bytes at [off, off + n) of fd equal p. */
@@ -364,7 +332,7 @@ static void sync_io(void)
     char path[4096];
     const size_t fsize = (9u << 20) + 12345;
     int fd = make_file("sync", fsize, 1, path);
-    CUfileHandle_t fh = reg(fd);
+    CUfileHandle_t fh = check_cufile_register_fd(fd);
     CHECK(cuFileUseCount() == 1, "registration did not open the driver implicitly");
     unsigned char *buf = aligned_alloc(4096, 8 << 20);
     CHECK_OK(cuFileBufRegister(buf, 8 << 20, 0));
@@ -415,7 +383,7 @@ static void stream_calls(void)
     const size_t fsize = 4 << 20;
     int fd = make_file("async", fsize, 2, path);
     CHECK_OK(cuFileDriverOpen());
-    CUfileHandle_t fh = reg(fd);
+    CUfileHandle_t fh = check_cufile_register_fd(fd);
     unsigned char *buf = aligned_alloc(4096, 2 << 20);
     CHECK_OK(cuFileBufRegister(buf, 2 << 20, 0));
     CHECK_OK(cuFileStreamRegister(NULL, CU_FILE_STREAM_FIXED_BUF_OFFSET | CU_FILE_STREAM_FIXED_FILE_OFFSET |
@@ -484,7 +452,7 @@ static void batches(void)
     const size_t fsize = 8 << 20;
     int fd = make_file("batch", fsize, 4, path);
     CHECK_OK(cuFileDriverOpen());
-    CUfileHandle_t fh = reg(fd);
+    CUfileHandle_t fh = check_cufile_register_fd(fd);
     CUfileBatchHandle_t b = NULL;
     CHECK_ERR(cuFileBatchIOSetUp(NULL, 4), CU_FILE_INVALID_VALUE);
     CHECK_ERR(cuFileBatchIOSetUp(&b, 0), CU_FILE_INVALID_VALUE);
@@ -566,7 +534,7 @@ static void statistics(void)
     CUfileStatsLevel3_t s3;
     CHECK_ERR(cuFileGetStatsL2(&s2), CU_FILE_INVALID_VALUE); /* level 1 only */
     CHECK_OK(cuFileSetStatsLevel(3));
-    CUfileHandle_t fh = reg(fd);
+    CUfileHandle_t fh = check_cufile_register_fd(fd);
     unsigned char *buf = aligned_alloc(4096, 1 << 20);
     CHECK_OK(cuFileBufRegister(buf, 1 << 20, 0));
     CHECK_SZ(cuFileRead(fh, buf, 4096, 0, 0), 4096);
@@ -668,6 +636,5 @@ int main(int argc, char **argv)
     bar_size();
     close(fd);
     unlink(path);
-    printf("%d passed, %d failed\n", g_passed, g_failed);
-    return g_failed ? 1 : 0;
+    return check_summary();
 }

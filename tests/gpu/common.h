@@ -13,18 +13,8 @@
 #include <unistd.h>
 #include "hipfile.h"
 
-static int g_fail = 0, g_pass = 0;
-#define CHECK(cond, ...)                                                        \
-    do {                                                                        \
-        if (cond) {                                                             \
-            g_pass++;                                                           \
-        } else {                                                                \
-            g_fail++;                                                           \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);              \
-            printf(__VA_ARGS__);                                                \
-            printf("\n");                                                       \
-        }                                                                       \
-    } while (0)
+#include "../c/check.h"
+
 #define CU(x)                                                                   \
     do {                                                                        \
         cudaError_t e_ = (x);                                                   \

@@ -29,19 +29,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static int g_pass, g_fail;
-#define CHECK(cond, ...)                                          \
-    do {                                                          \
-        if (cond) {                                               \
-            g_pass++;                                             \
-        } else {                                                  \
-            g_fail++;                                             \
-            printf("FAIL cufile_front.c:%d: %s: ", __LINE__, #cond); \
-            printf(__VA_ARGS__);                                  \
-            printf("\n");                                         \
-            fflush(stdout);                                       \
-        }                                                         \
-    } while (0)
+#include "../c/check.h"
+
 #define OK(expr)                                                                         \
     do {                                                                                 \
         CUfileError_t e_ = (expr);                                                       \
@@ -86,21 +75,6 @@ static int device_matches_file(const unsigned char *dev, size_t off, size_t n, i
     return same;
 }
 
-static CUfileHandle_t reg(int fd)
-{
-    CUfileDescr_t d;
-    memset(&d, 0, sizeof d);
-    d.type = CU_FILE_HANDLE_TYPE_OPAQUE_FD;
-    d.handle.fd = fd;
-    CUfileHandle_t fh = NULL;
-    CUfileError_t e = cuFileHandleRegister(&fh, &d);
-    if (e.err != CU_FILE_SUCCESS) {
-        printf("cuFileHandleRegister failed: %d\n", e.err);
-        exit(2);
-    }
-    return fh;
-}
-
 static void on_alarm(int s)
 {
     (void)s;
@@ -114,7 +88,7 @@ static void sync_io(int fd, int fd_direct, unsigned char *dev)
     printf("== sync reads and writes into device memory\n");
     static const size_t sizes[] = {4096, (1 << 20) + 7, 16 << 20, 40 << 20};
     static const off_t offs[] = {0, 4096, 12345, (7 << 20) + 1};
-    CUfileHandle_t fh = reg(fd), fhd = reg(fd_direct);
+    CUfileHandle_t fh = check_cufile_register_fd(fd), fhd = check_cufile_register_fd(fd_direct);
     for (int registered = 0; registered < 2; registered++) {
         if (registered) OK(cuFileBufRegister(dev, DEV_BYTES, 0));
         for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
@@ -148,7 +122,7 @@ static void batch(int fd, unsigned char *dev)
 {
     printf("== batch of reads and writes\n");
     enum { N = 40, PIECE = 1 << 20 };
-    CUfileHandle_t fh = reg(fd);
+    CUfileHandle_t fh = check_cufile_register_fd(fd);
     CUfileBatchHandle_t b;
     OK(cuFileBatchIOSetUp(&b, N));
     CUfileIOParams_t io[N];
@@ -196,7 +170,7 @@ static void batch(int fd, unsigned char *dev)
 static void streams(int fd, unsigned char *dev)
 {
     printf("== stream reads and writes\n");
-    CUfileHandle_t fh = reg(fd);
+    CUfileHandle_t fh = check_cufile_register_fd(fd);
     cudaStream_t s, s2;
     CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     CU(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
@@ -285,7 +259,7 @@ static void properties_and_stats(int fd, unsigned char *dev)
           pr.nvfs.minor_version);
     OK(cuFileSetStatsLevel(3));
     OK(cuFileStatsStart());
-    CUfileHandle_t fh = reg(fd);
+    CUfileHandle_t fh = check_cufile_register_fd(fd);
     CHECK(cuFileRead(fh, dev, 1 << 20, 0, 0) == 1 << 20, "read");
     CUfileStatsLevel3_t s3;
     OK(cuFileGetStatsL3(&s3));
@@ -353,6 +327,5 @@ int main(int argc, char **argv)
     close(fd_direct);
     close(fd);
     unlink(path);
-    printf("%d passed, %d failed\n", g_pass, g_fail);
-    return g_fail ? 1 : 0;
+    return check_summary();
 }
