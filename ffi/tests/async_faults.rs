@@ -8,14 +8,14 @@
 
 #![allow(clippy::undocumented_unsafe_blocks)] // every call here is an unsafe C entry point on test-owned locals
 
-use hipfile::types::{HandleUnion, HipFileDescr};
+mod common;
+
 use hipfile::*;
 use hipfile_engine::gpu::flaky::{read_device, runtime_under_test, write_device};
 use hipfile_engine::gpu::Gpu;
 use hipfile_engine::registry::driver;
 use hipfile_engine::ring::{FaultPlan, SeededFaults};
 use std::ffi::c_void;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,11 +24,7 @@ use std::sync::{Arc, Mutex};
 fn stream_ops_under_seeded_faults() {
     let (gpu, double) = runtime_under_test(1);
     driver().set_gpu_override(Some(gpu.clone() as Arc<dyn Gpu>));
-    let dir = std::env::var("HIPFILE_TEST_DIR")
-        .map(Into::into)
-        .unwrap_or_else(|_| std::env::temp_dir());
-    std::fs::create_dir_all(&dir).unwrap();
-    let path: std::path::PathBuf = dir.join(format!("async-faults-{}", std::process::id()));
+    let path = common::test_dir().join(format!("async-faults-{}", std::process::id()));
     let len = 2 << 20;
     let data: Vec<u8> = (0..len).map(|i| (i * 7 % 253) as u8).collect();
     let seeds: Vec<u64> = match std::env::var("HIPFILE_FAULT_SEED")
@@ -49,18 +45,7 @@ fn stream_ops_under_seeded_faults() {
             Some(Box::new(p) as Box<dyn FaultPlan>)
         })));
         std::fs::write(&path, &data).unwrap();
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .unwrap();
-        let mut d = HipFileDescr {
-            kind: 1,
-            handle: HandleUnion { fd: f.as_raw_fd() },
-            fs_ops: std::ptr::null(),
-        };
-        let mut fh = std::ptr::null_mut();
-        assert_eq!(unsafe { hipFileHandleRegister(&mut fh, &mut d) }.err, 0);
+        let (f, fh) = common::open_registered(&path);
         let dev = gpu.device_alloc(0, 16 * 65536).unwrap();
         let streams = [gpu.stream_create(0).unwrap(), gpu.stream_create(0).unwrap()];
         let mut p: Vec<(usize, i64, i64, isize)> = (0..16)

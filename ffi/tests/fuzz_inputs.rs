@@ -6,11 +6,12 @@
 
 #![allow(clippy::undocumented_unsafe_blocks)] // every call here is an unsafe C entry point on test-owned locals
 
-use hipfile::types::{HandleUnion, HipFileDescr, HipFileIoEvents, HipFileIoParams};
+mod common;
+
+use hipfile::types::{HipFileIoEvents, HipFileIoParams};
 use hipfile::*;
 use hipfile_engine::config::{parse_bool, parse_unsigned, Config};
 use std::ffi::c_void;
-use std::os::fd::AsRawFd;
 
 struct Rng(u64);
 impl Rng {
@@ -42,24 +43,9 @@ fn seed_and_iters() -> (u64, u64) {
 fn batch_submit_with_random_entries() {
     let (seed, iters) = seed_and_iters();
     let mut rng = Rng(seed | 1);
-    let dir = std::env::var("HIPFILE_TEST_DIR")
-        .map(Into::into)
-        .unwrap_or_else(|_| std::env::temp_dir());
-    std::fs::create_dir_all(&dir).unwrap();
-    let path: std::path::PathBuf = dir.join(format!("fuzz-{}", std::process::id()));
+    let path = common::test_dir().join(format!("fuzz-{}", std::process::id()));
     std::fs::write(&path, vec![7u8; 1 << 20]).unwrap();
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&path)
-        .unwrap();
-    let mut d = HipFileDescr {
-        kind: 1,
-        handle: HandleUnion { fd: f.as_raw_fd() },
-        fs_ops: std::ptr::null(),
-    };
-    let mut fh = std::ptr::null_mut();
-    assert_eq!(unsafe { hipFileHandleRegister(&mut fh, &mut d) }.err, 0);
+    let (_file, fh) = common::open_registered(&path);
     // The only memory entries may name: a registered buffer (with a guard area
     // after it that must stay untouched), NULL, and unmapped low addresses.
     let mut buf = vec![0u8; (64 << 10) + 4096];

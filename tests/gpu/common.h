@@ -56,12 +56,8 @@ static void drop_caches(int fd) {
 }
 
 static hipFileHandle_t reg_fd(int fd) {
-    hipFileDescr_t d;
-    memset(&d, 0, sizeof d);
-    d.type = hipFileHandleTypeOpaqueFD;
-    d.handle.fd = fd;
     hipFileHandle_t h = NULL;
-    hipFileError_t e = hipFileHandleRegister(&h, &d);
+    hipFileError_t e = check_register_fd(fd, &h);
     if (e.err != hipFileSuccess) {
         printf("hipFileHandleRegister failed: %d\n", e.err);
         exit(2);

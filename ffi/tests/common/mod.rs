@@ -48,6 +48,38 @@ pub fn pattern(n: usize, salt: u8) -> Vec<u8> {
         .collect()
 }
 
+/// Where test files go: `$HIPFILE_TEST_DIR`, else the system's temporary
+/// directory (created if missing).
+pub fn test_dir() -> std::path::PathBuf {
+    let dir = std::env::var("HIPFILE_TEST_DIR")
+        .map(Into::into)
+        .unwrap_or_else(|_| std::env::temp_dir());
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Opens `path` for reading and writing and registers it with hipFile; the
+/// file must stay open while the handle is in use.
+pub fn open_registered(path: &std::path::Path) -> (std::fs::File, *mut c_void) {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let mut d = HipFileDescr {
+        kind: 1,
+        handle: HandleUnion {
+            fd: file.as_raw_fd(),
+        },
+        fs_ops: std::ptr::null(),
+    };
+    let mut fh = std::ptr::null_mut();
+    // SAFETY: valid pointers to local storage.
+    let e = unsafe { hipFileHandleRegister(&mut fh, &mut d) };
+    assert_eq!(e.err, 0, "register {}", path.display());
+    (file, fh)
+}
+
 pub struct TestFile {
     pub file: std::fs::File,
     pub path: std::path::PathBuf,
@@ -57,29 +89,10 @@ pub struct TestFile {
 
 impl TestFile {
     pub fn new(name: &str, len: usize) -> TestFile {
-        let dir = std::env::var("HIPFILE_TEST_DIR")
-            .map(Into::into)
-            .unwrap_or_else(|_| std::env::temp_dir());
-        std::fs::create_dir_all(&dir).unwrap();
-        let path: std::path::PathBuf = dir.join(format!("{name}-{}", std::process::id()));
+        let path = test_dir().join(format!("{name}-{}", std::process::id()));
         let data = pattern(len, name.len() as u8);
         std::fs::write(&path, &data).unwrap();
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .unwrap();
-        let mut d = HipFileDescr {
-            kind: 1,
-            handle: HandleUnion {
-                fd: file.as_raw_fd(),
-            },
-            fs_ops: std::ptr::null(),
-        };
-        let mut fh = std::ptr::null_mut();
-        // SAFETY: valid pointers to local storage.
-        let e = unsafe { hipFileHandleRegister(&mut fh, &mut d) };
-        assert_eq!(e.err, 0);
+        let (file, fh) = open_registered(&path);
         TestFile {
             file,
             path,
