@@ -14,8 +14,11 @@ command -v fio >/dev/null || { echo "fio is not installed (apt-get install fio)"
 F="${1:-$PWD/target/fio-cmp-1g.dat}"
 N="${2:-5}"
 ONLY="${3:-}"
-cargo build --release -p hipfile-bench >/dev/null
-B=./target/release/hipfile-bench
+# BENCH=path runs that hipfile-bench build instead (e.g. a baseline's).
+if [ -n "${BENCH:-}" ]; then B=$BENCH; else
+  cargo build --release -p hipfile-bench >/dev/null
+  B=./target/release/hipfile-bench
+fi
 $B --filename="$F" --size=1G --bs=16M --rw=read --ioengine=posix --mem=host --invalidate=0 --loops=1 >/dev/null 2>&1
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 gbps() { python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["read"]["bw_bytes"]/1e9)'; }

@@ -2,14 +2,19 @@
 # hipfile-bench --mem=host against fio (Debian's fio 3.33, --ioengine=io_uring)
 # on the same 1 GiB file and parameters, cold (--direct=1, caches dropped) and
 # page-cache hot. Median of N runs each, interleaved. Prints a table of GB/s
-# and the ratio ours/fio. Usage: scripts/bench-vs-fio.sh [file] [runs]
+# and the ratio ours/fio.
+# Usage: scripts/bench-vs-fio.sh [file] [runs] [case pattern, e.g. cold]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v fio >/dev/null || { echo "fio is not installed (apt-get install fio)"; exit 2; }
 F="${1:-$PWD/target/fio-cmp-1g.dat}"
 N="${2:-3}"
-cargo build --release -p hipfile-bench >/dev/null
-B=./target/release/hipfile-bench
+ONLY="${3:-}"
+# BENCH=path runs that hipfile-bench build instead (e.g. a baseline's).
+if [ -n "${BENCH:-}" ]; then B=$BENCH; else
+  cargo build --release -p hipfile-bench >/dev/null
+  B=./target/release/hipfile-bench
+fi
 $B --filename="$F" --size=1G --bs=16M --rw=read --ioengine=posix --mem=host --invalidate=0 --loops=1 >/dev/null 2>&1
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true; }
 gbps_fio() { python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["read"]["bw_bytes"]/1e9)'; }
@@ -20,6 +25,7 @@ median() { python3 -c 'import sys,statistics; print(statistics.median(float(x) f
 cases=(
   "cold qd1 1M O_DIRECT|--iodepth=1 --direct=1|--ioengine=hipfile-sync --direct=1|1"
   "cold qd16 1M O_DIRECT|--iodepth=16 --direct=1|--ioengine=hipfile-batch --iodepth=16 --direct=1|1"
+  "cold qd32 1M O_DIRECT|--iodepth=32 --direct=1|--ioengine=hipfile-batch --iodepth=32 --direct=1|1"
   "hot qd1 1M buffered|--iodepth=1 --direct=0|--ioengine=hipfile-sync --direct=0|0"
   "hot qd16 1M buffered|--iodepth=16 --direct=0|--ioengine=hipfile-batch --iodepth=16 --direct=0|0"
 )
@@ -27,6 +33,7 @@ echo "| case | fio io_uring GB/s | hipfile-bench GB/s | ratio of medians | media
 echo "|---|---|---|---|---|"
 for c in "${cases[@]}"; do
   IFS='|' read -r name fargs bargs cold <<< "$c"
+  [[ "$name" == *"$ONLY"* ]] || continue
   fr=(); br=()
   for i in $(seq "$N"); do
     if [ "$cold" = 1 ]; then inv=1; tb=""; else inv=0; tb="--time_based --runtime=4"; fi

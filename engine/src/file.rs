@@ -197,9 +197,6 @@ const INFLIGHT_MASK: u64 = (1 << INFLIGHT_BITS) - 1;
 #[derive(Clone, Copy, Debug)]
 pub struct IoStart(u64);
 
-/// The base page size the segment rule counts in.
-const SMALL_PAGE: usize = 4096;
-
 /// `queue/max_segments` of block device `major:minor` (a partition's is its
 /// disk's), or None where sysfs has no block queue for it (network and
 /// virtual filesystems, no /sys).
@@ -390,13 +387,6 @@ impl File {
             },
             options: String::new(),
         })
-    }
-
-    /// True when an O_DIRECT read of `len` bytes into memory of 4 KiB pages
-    /// would reach the disk as more than one request ([`File::max_segments`]).
-    pub fn splits_on_small_pages(&self, len: usize) -> bool {
-        self.max_segments
-            .is_some_and(|m| len > m as usize * SMALL_PAGE)
     }
 
     /// The O_DIRECT descriptor and its alignment, if O_DIRECT I/O is possible with

@@ -14,6 +14,7 @@ use crate::errno::{libc_result, verdict, Verdict, Way, MAX_RETRIES};
 use crate::error::{Error, OpError, Result};
 use crate::gpu::{Gpu, Stream};
 use crate::request::{Direction, IoRequest, Memory};
+use crate::stats::Stats;
 use crate::MAX_RW_COUNT;
 use crate::{log::Level, log_once};
 use std::cell::RefCell;
@@ -55,7 +56,7 @@ pub(crate) fn ready_for(gpu: &Arc<dyn Gpu>, mem: &Memory) -> bool {
     })
 }
 
-pub(crate) fn device_io(gpu: &Arc<dyn Gpu>, req: &IoRequest) -> Result<usize> {
+pub(crate) fn device_io(gpu: &Arc<dyn Gpu>, req: &IoRequest, stats: &Stats) -> Result<usize> {
     let Memory::Device { ptr, device } = req.mem else {
         return Err(OpError::InternalError.into());
     };
@@ -94,7 +95,7 @@ pub(crate) fn device_io(gpu: &Arc<dyn Gpu>, req: &IoRequest) -> Result<usize> {
         };
         match req.dir {
             Direction::Read => {
-                let n = host_io(&host)?;
+                let n = host_io(&host, stats, false)?;
                 if n > 0 {
                     // SAFETY: the bounce holds n valid bytes and stays untouched until
                     // the stream synchronisation below returns.
@@ -108,7 +109,7 @@ pub(crate) fn device_io(gpu: &Arc<dyn Gpu>, req: &IoRequest) -> Result<usize> {
                 // the synchronisation returns.
                 unsafe { gpu.copy_dtoh_async(bounce, ptr, req.size, stream)? };
                 gpu.stream_synchronize(stream)?;
-                host_io(&host)
+                host_io(&host, stats, false)
             }
         }
     })
@@ -121,8 +122,11 @@ pub(crate) fn device_io(gpu: &Arc<dyn Gpu>, req: &IoRequest) -> Result<usize> {
 /// whatever the descriptor's flags are now ([`crate::file::noappend_flag`]).
 /// A write that fails after part of it was written reports that part, as
 /// pwrite does (this loop writes in order, so nothing lies past it). Each
-/// result means what [`crate::errno`] says it means.
-pub(crate) fn host_io(req: &IoRequest) -> Result<usize> {
+/// result means what [`crate::errno`] says it means. `via_huge_page`: an
+/// O_DIRECT read may go through a huge page ([`crate::host_bounce`]), as it
+/// should into a caller's memory of small pages (false for our own bounce,
+/// or with huge pages turned off).
+pub(crate) fn host_io(req: &IoRequest, stats: &Stats, via_huge_page: bool) -> Result<usize> {
     let Memory::Host(p) = req.mem else {
         return Err(OpError::InternalError.into());
     };
@@ -170,16 +174,24 @@ pub(crate) fn host_io(req: &IoRequest) -> Result<usize> {
                     verdict(Way::CacheProbe, libc_result(r), len)
                 };
                 match probe {
-                    Verdict::Miss | Verdict::FallBack => {
-                        let (fd, way) = match direct_fd {
-                            Some(dfd) => (dfd, Way::DirectRead),
-                            None => (f.buffered_fd, Way::BufferedRead),
-                        };
-                        // SAFETY: as above.
-                        let r =
-                            unsafe { libc::pread(fd, ptr as *mut libc::c_void, len, off as i64) };
-                        verdict(way, libc_result(r), len)
-                    }
+                    Verdict::Miss | Verdict::FallBack => match direct_fd {
+                        // Storage into the caller's small pages: through a
+                        // huge page, where this thread has one.
+                        Some(dfd) if via_huge_page && crate::host_bounce::worth_it(len) => {
+                            let asked = len.min(crate::host_bounce::PAGE_BYTES);
+                            match crate::host_bounce::pread(dfd, ptr, asked, off) {
+                                Some(r) => {
+                                    if r > 0 {
+                                        Stats::add(&stats.host_bounce_bytes, r as u64);
+                                    }
+                                    verdict(Way::DirectRead, r, asked)
+                                }
+                                None => pread(dfd, Way::DirectRead, ptr, len, off),
+                            }
+                        }
+                        Some(dfd) => pread(dfd, Way::DirectRead, ptr, len, off),
+                        None => pread(f.buffered_fd, Way::BufferedRead, ptr, len, off),
+                    },
                     v => v,
                 }
             }
@@ -231,6 +243,13 @@ pub(crate) fn host_io(req: &IoRequest) -> Result<usize> {
         }
     }
     Ok(done)
+}
+
+/// One `pread` of `len` bytes at `off` into `ptr`, and what it means.
+fn pread(fd: i32, way: Way, ptr: usize, len: usize, off: u64) -> Verdict {
+    // SAFETY: the caller's buffer covers [ptr, ptr + len) (the C contract).
+    let r = unsafe { libc::pread(fd, ptr as *mut libc::c_void, len, off as i64) };
+    verdict(way, libc_result(r), len)
 }
 
 /// What a transfer that failed with `errno` after `done` bytes reports: a

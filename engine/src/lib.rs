@@ -45,6 +45,7 @@ pub mod error;
 pub mod file;
 pub mod fork;
 pub mod gpu;
+pub mod host_bounce;
 mod inline;
 pub mod log;
 pub mod pipeline;

@@ -420,7 +420,8 @@ impl Engine {
             crate::stats::served_inline();
             self.check_access(&req)?;
             let _busy = crate::file::InflightGuard::new(&req.file);
-            let n = crate::inline::host_io(&req)?;
+            let huge = self.inner.cfg.huge_pages;
+            let n = crate::inline::host_io(&req, &self.inner.stats, huge)?;
             Stats::add(&self.inner.stats.inline_bytes, n as u64);
             n
         } else if small
@@ -431,7 +432,7 @@ impl Engine {
             crate::stats::served_inline();
             self.check_access(&req)?;
             let _busy = crate::file::InflightGuard::new(&req.file);
-            let n = crate::inline::device_io(&self.inner.gpu, &req)?;
+            let n = crate::inline::device_io(&self.inner.gpu, &req, &self.inner.stats)?;
             Stats::add(&self.inner.stats.inline_bytes, n as u64);
             n
         } else {

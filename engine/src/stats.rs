@@ -77,6 +77,11 @@ pub struct Stats {
     pub gpu_copy_batches: AtomicU64,
     /// Chunks that needed a bounce slot.
     pub bounced_chunks: AtomicU64,
+    /// Bytes read from storage into a bounce buffer (a huge page where THP
+    /// is on) and copied into a caller's host buffer: O_DIRECT reads of more
+    /// than [`crate::host_bounce::MIN_BYTES`], inline or on a worker, and
+    /// unaligned host ranges on a worker.
+    pub host_bounce_bytes: AtomicU64,
     /// Ops resubmitted after EINTR/EAGAIN/short transfers.
     pub retries: AtomicU64,
     /// Bytes of small host-memory requests done on the caller's thread.
@@ -125,6 +130,7 @@ pub struct StatsSnapshot {
     pub gpu_events: u64,
     pub gpu_copy_batches: u64,
     pub bounced_chunks: u64,
+    pub host_bounce_bytes: u64,
     pub retries: u64,
     pub inline_bytes: u64,
     pub stage_ns: [u64; STAGES],
@@ -187,6 +193,7 @@ impl Stats {
             gpu_events: g(&self.gpu_events),
             gpu_copy_batches: g(&self.gpu_copy_batches),
             bounced_chunks: g(&self.bounced_chunks),
+            host_bounce_bytes: g(&self.host_bounce_bytes),
             retries: g(&self.retries),
             inline_bytes: g(&self.inline_bytes),
             stage_ns: std::array::from_fn(|i| g(&self.stage_ns[i])),

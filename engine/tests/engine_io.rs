@@ -849,47 +849,166 @@ fn a_cold_inline_read_goes_around_the_page_cache() {
     std::fs::remove_file(&path).unwrap();
 }
 
+/// Drop `f`'s pages from the page cache (the test file was synced).
+fn make_cold(f: &std::fs::File) {
+    // SAFETY: plain advice on our own descriptor.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+}
+
+/// A buffer of `len` bytes at a 4 KiB-aligned address plus `skew`, in
+/// memory of small pages as malloc gives it (the Vec keeps it alive).
+fn small_page_buffer(len: usize, skew: usize) -> (Vec<u8>, usize) {
+    let mut buf = vec![0u8; len + 8192];
+    let at = (buf.as_mut_ptr() as usize).next_multiple_of(4096) + skew;
+    (buf, at)
+}
+
 #[test]
-fn cold_host_reads_the_disk_would_split_go_through_huge_slots() {
-    // A cold O_DIRECT read into 4 KiB pages needs a block segment per page;
-    // past the disk's max_segments it is split. With huge-page slabs the
-    // workers read such a range into a slot (one segment) and copy it out.
-    // The file's max_segments is set here to 16 (64 KiB), so the 256 KiB
-    // chunks of this read qualify; with no limit known they go straight in.
+fn cold_inline_reads_of_small_pages_go_through_a_huge_page() {
+    // A cold O_DIRECT read into 4 KiB pages reaches the disk as about one
+    // segment per page; the caller's thread reads it into a huge page and
+    // copies it out. The file ends 12345 bytes past 2 MiB: the last read
+    // meets EOF inside the huge page.
+    let len = (2 << 20) + 12345;
+    let data = pattern(len, 61);
+    let (path, f) = temp_file("inline-huge", &data);
+    let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
+    if file.direct().is_none() {
+        eprintln!("SKIPPED: {} has no O_DIRECT", path.display());
+        return;
+    }
+    let thp = hipfile_engine::bounce::thp_allowed();
+    let cfg = Config {
+        inline_max_bytes: 1 << 20,
+        ..Config::default()
+    };
+    let e = Engine::with_gpu(cfg, no_gpu()).unwrap();
+    // (file offset, size, buffer skew, bytes read, bounced?)
+    let cases = [
+        (1 << 20, 1 << 20, 0, 1 << 20, true),
+        (0, 68 << 10, 0, 68 << 10, true),
+        // Up to the disk's small-slot size: straight in.
+        (4096, 64 << 10, 0, 64 << 10, false),
+        // Past EOF: O_DIRECT reads up to it, the page cache ends it.
+        (2 << 20, 1 << 20, 0, 12345, true),
+        // An unaligned buffer is read through the page cache, as before.
+        (8192, 256 << 10, 1, 256 << 10, false),
+    ];
+    for (off, size, skew, want, bounced) in cases {
+        make_cold(&f);
+        let before = e.stats().host_bounce_bytes;
+        let (buf, at) = small_page_buffer(size, skew);
+        // SAFETY: the memory named is owned by this test and outlives the call.
+        let n = unsafe { e.read(&file, Memory::Host(at), size, off as u64) }.unwrap();
+        assert_eq!(n, want, "at {off}, {size} bytes");
+        let o = at - buf.as_ptr() as usize;
+        assert!(
+            buf[o..o + n] == data[off..off + n],
+            "at {off}, {size} bytes"
+        );
+        let through_huge = e.stats().host_bounce_bytes - before;
+        if bounced && thp {
+            // EOF: the O_DIRECT read returns what lies before it.
+            assert_eq!(
+                through_huge,
+                want.min(size) as u64,
+                "at {off}, {size} bytes"
+            );
+        } else {
+            assert_eq!(through_huge, 0, "at {off}, {size} bytes, THP {thp}");
+        }
+    }
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn hot_inline_reads_and_threads_without_thp_read_straight() {
+    let len = 2 << 20;
+    let data = pattern(len, 67);
+    let (path, f) = temp_file("inline-straight", &data);
+    let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
+    if file.direct().is_none() {
+        eprintln!("SKIPPED: {} has no O_DIRECT", path.display());
+        return;
+    }
+    let cfg = Config {
+        inline_max_bytes: 1 << 20,
+        ..Config::default()
+    };
+    let e = Arc::new(Engine::with_gpu(cfg, no_gpu()).unwrap());
+    // Page-cache hits: the kernel copies them already, no second copy.
+    let mut warm = vec![0u8; len];
+    f.read_exact_at(&mut warm, 0).unwrap();
+    let (buf, at) = small_page_buffer(1 << 20, 0);
+    // SAFETY: the memory named is owned by this test and outlives the call.
+    let n = unsafe { e.read(&file, Memory::Host(at), 1 << 20, 1 << 20) }.unwrap();
+    let o = at - buf.as_ptr() as usize;
+    assert!(n == 1 << 20 && buf[o..o + n] == data[1 << 20..]);
+    let s = e.stats();
+    assert_eq!(s.host_bounce_bytes, 0, "a hot read was bounced: {s:?}");
+    // A thread whose kernel has THP off reads cold ranges straight.
+    make_cold(&f);
+    let (e2, file2, data2) = (e.clone(), file.clone(), data.clone());
+    std::thread::spawn(move || {
+        hipfile_engine::host_bounce::pretend_thp_off_on_this_thread();
+        let (buf, at) = small_page_buffer(1 << 20, 0);
+        // SAFETY: as above.
+        let n = unsafe { e2.read(&file2, Memory::Host(at), 1 << 20, 0) }.unwrap();
+        let o = at - buf.as_ptr() as usize;
+        assert!(n == 1 << 20 && buf[o..o + n] == data2[..1 << 20]);
+    })
+    .join()
+    .unwrap();
+    let s = e.stats();
+    assert_eq!(s.host_bounce_bytes, 0, "bounced without THP: {s:?}");
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn cold_worker_reads_of_small_pages_go_through_huge_slots() {
+    // The workers' pieces of a cold read into 4 KiB pages take a slot of
+    // their huge-page slab, on either storage backend; pieces up to 64 KiB
+    // (the small-slot size) go straight in.
     let len = 2 << 20;
     let data = pattern(len, 53);
-    let (path, f) = temp_file("split-bounce", &data);
+    let (path, f) = temp_file("worker-huge", &data);
     let thp = hipfile_engine::bounce::thp_allowed();
-    for max_segments in [Some(16), None] {
-        // SAFETY: plain advice on our own descriptor (temp_file synced the data).
-        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-        let mut file = File::probe(f.as_raw_fd()).unwrap();
-        if file.direct().is_none() {
-            eprintln!("SKIPPED: {} has no O_DIRECT", path.display());
-            return;
+    for backend in [
+        hipfile_engine::storage::BackendSetting::Auto,
+        hipfile_engine::storage::BackendSetting::Posix,
+    ] {
+        for (chunk, pieces) in [(256 << 10, 4), (64 << 10, 16)] {
+            make_cold(&f);
+            let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
+            if file.direct().is_none() {
+                eprintln!("SKIPPED: {} has no O_DIRECT", path.display());
+                return;
+            }
+            let cfg = Config {
+                chunk_bytes: chunk,
+                io_backend: backend,
+                ..small_config()
+            };
+            let e = Engine::with_gpu(cfg, no_gpu()).unwrap();
+            let (buf, at) = small_page_buffer(1 << 20, 0);
+            // SAFETY: the memory named is owned by this test and outlives the call.
+            let n = unsafe { e.read(&file, Memory::Host(at), 1 << 20, 1 << 20) }.unwrap();
+            assert_eq!(n, 1 << 20);
+            let o = at - buf.as_ptr() as usize;
+            assert!(
+                buf[o..o + n] == data[1 << 20..2 << 20],
+                "{backend:?} {chunk}"
+            );
+            let s = e.stats();
+            assert_eq!(s.direct_read_bytes, 1 << 20, "{s:?}");
+            let bounced = thp && chunk > 64 << 10;
+            let want = if bounced { (pieces, 1 << 20) } else { (0, 0) };
+            assert_eq!(
+                (s.bounced_chunks, s.host_bounce_bytes),
+                want,
+                "{backend:?}, {chunk}-byte pieces, THP {thp}: {s:?}"
+            );
         }
-        file.max_segments = max_segments;
-        let file = Arc::new(file);
-        let e = Engine::with_gpu(small_config(), no_gpu()).unwrap();
-        let mut buf = vec![0u8; len + 4096];
-        let at = (buf.as_mut_ptr() as usize).next_multiple_of(4096);
-        // SAFETY: the memory named is owned by this test and outlives the call.
-        let n = unsafe { e.read(&file, Memory::Host(at), 1 << 20, 1 << 20) }.unwrap();
-        assert_eq!(n, 1 << 20);
-        let o = at - buf.as_ptr() as usize;
-        assert!(buf[o..o + n] == data[1 << 20..2 << 20], "{max_segments:?}");
-        let s = e.stats();
-        assert_eq!(s.direct_read_bytes, 1 << 20, "{s:?}");
-        let bounced = max_segments.is_some() && thp;
-        if bounced {
-            assert_eq!(s.bounced_chunks, 4, "{s:?}");
-        } else {
-            assert_eq!(s.bounced_chunks, 0, "{max_segments:?} thp {thp}: {s:?}");
-        }
-        eprintln!(
-            "max_segments {max_segments:?}, THP {thp}: bounced {}",
-            s.bounced_chunks
-        );
     }
     std::fs::remove_file(&path).unwrap();
 }

@@ -44,7 +44,7 @@
 use super::slots::Slot;
 use crate::bounce::Slab;
 use crate::config::ReadMode;
-use crate::errno::{libc_result, verdict, Verdict, Way, MAX_RETRIES};
+use crate::errno::{verdict, Verdict, Way, MAX_RETRIES};
 use crate::error::{Error, OpError, Result};
 use crate::gpu::{DevPtr, GpuError, HtodCopy};
 use crate::request::{Chunk, Direction, Memory};
@@ -352,15 +352,15 @@ impl ChunkIo {
                     }
                     Memory::Device { .. } => false,
                 };
-                // An aligned host range of 4 KiB pages that the block layer
-                // would split (more pages than the disk takes segments) reads
-                // faster through a huge-page slot: one request, which its
-                // neighbours can merge with.
-                let split = host_aligned
+                // An aligned host range of 4 KiB pages reaches the disk as
+                // about one segment per page, a huge-page slot as one per
+                // 2 MiB: past a few pages the disk spends more on the
+                // segments than the copy out costs (crate::host_bounce).
+                let scattered = host_aligned
                     && ctx.slab.huge()
-                    && file.splits_on_small_pages((stop - start) as usize);
-                if matches!(buf, Buf::Caller) && (!host_aligned || split) {
-                    // Unaligned (or splitting) host range: read through a bounce slot.
+                    && crate::host_bounce::worth_it((stop - start) as usize);
+                if matches!(buf, Buf::Caller) && (!host_aligned || scattered) {
+                    // Unaligned (or scattered) host range: read through a bounce slot.
                     self.enter(Stage::Slot, ctx);
                     return Next::Slot(AwaitSlot(self));
                 }
@@ -476,7 +476,9 @@ impl ChunkIo {
             }
             Memory::Host(p) if done > from => {
                 let src = self.slot_addr(&slot, from, ctx);
-                let r = copy_to_caller(src, p + from, done - from).map(|()| done);
+                let r =
+                    crate::host_bounce::copy_to_caller(src, p + from, done - from).map(|()| done);
+                Stats::add(&ctx.stats.host_bounce_bytes, (done - from) as u64);
                 self.finish(Some(slot), r)
             }
             Memory::Device { .. } | Memory::Host(_) => self.finish(Some(slot), Ok(done)),
@@ -722,64 +724,6 @@ impl OnGpu {
     pub(super) fn slot_index(&self) -> usize {
         self.slot.index()
     }
-}
-
-/// Copy `len` bytes from a bounce slot into the caller's host buffer at `dst`.
-///
-/// The caller's pointer is not something the library can vouch for (an
-/// unregistered host pointer has no known extent), and a bad one must give
-/// EFAULT, as a read straight into it would, not crash a worker thread. So
-/// the kernel does the copy (process_vm_writev on our own process checks the
-/// destination); where that call is refused (seccomp), a plain copy is used.
-fn copy_to_caller(src: *const u8, dst: usize, len: usize) -> Result<()> {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    static REFUSED: AtomicBool = AtomicBool::new(false);
-    if !REFUSED.load(Ordering::Relaxed) {
-        let mut done = 0usize;
-        let mut retries = 0u32;
-        while done < len {
-            let local = libc::iovec {
-                // SAFETY: done < len, inside the slot.
-                iov_base: unsafe { src.add(done) } as *mut libc::c_void,
-                iov_len: len - done,
-            };
-            let remote = libc::iovec {
-                iov_base: (dst + done) as *mut libc::c_void,
-                iov_len: len - done,
-            };
-            // SAFETY: `local` names slot memory we own; the kernel validates `remote`.
-            let n = unsafe { libc::process_vm_writev(libc::getpid(), &local, 1, &remote, 1, 0) };
-            let res = libc_result(n);
-            match verdict(Way::CheckedCopy, res, len - done) {
-                Verdict::Complete(n) | Verdict::Short(n) => done += n,
-                Verdict::Retry(errno) => {
-                    if retries >= MAX_RETRIES {
-                        return Err(Error::Os(errno));
-                    }
-                    retries += 1;
-                }
-                Verdict::FallBack if done == 0 => {
-                    REFUSED.store(true, Ordering::Relaxed);
-                    break;
-                }
-                // Refused part-way: the system did not refuse the call itself.
-                Verdict::FallBack => return Err(Error::Os(-res as i32)),
-                Verdict::Fail(errno) => return Err(Error::Os(errno)),
-                Verdict::Eof | Verdict::Miss => {
-                    crate::log_error!("internal error: a read verdict for a host copy");
-                    return Err(OpError::InternalError.into());
-                }
-            }
-        }
-        if done == len {
-            return Ok(());
-        }
-    }
-    // SAFETY: the slot holds `len` valid bytes at `src`; the caller promised a
-    // buffer covering the request (the C contract) — the checked path above is
-    // unavailable on this system.
-    unsafe { std::ptr::copy_nonoverlapping(src, dst as *mut u8, len) };
-    Ok(())
 }
 
 /// File offset rounded down to the 4 KiB unit that slot layouts start at.
