@@ -1,6 +1,9 @@
 //! The safe API (`hipfile_engine::api`): slices, owned buffers, device
 //! slices over the test double, futures, batches, refusals.
 
+mod common;
+
+use common::test_dir;
 use hipfile_engine::api::{read_batch, read_batch_async, ReadOp};
 use hipfile_engine::gpu::testgpu::TestGpu;
 use hipfile_engine::gpu::{Gpu, NoGpu};
@@ -10,14 +13,6 @@ use hipfile_engine::{
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
-
-fn test_dir() -> PathBuf {
-    let d = std::env::var("HIPFILE_TEST_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| std::env::temp_dir());
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn pattern(n: usize, salt: u8) -> Vec<u8> {
     (0..n)

@@ -3,19 +3,14 @@
 //! of its own): every write is refused with 5019 and the file stays as it
 //! was, through the inline path, the workers, and both descriptor kinds.
 
+mod common;
+
+use common::test_dir;
 use hipfile_engine::gpu::{Gpu, NoGpu};
 use hipfile_engine::{Config, Engine, Error, File, Memory, OpError};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::sync::Arc;
-
-fn dir() -> std::path::PathBuf {
-    let d = std::env::var("HIPFILE_TEST_DIR")
-        .map(Into::into)
-        .unwrap_or_else(|_| std::env::temp_dir());
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn set_append(f: &std::fs::File, on: bool) {
     // SAFETY: F_GETFL/F_SETFL on a descriptor we own.
@@ -47,7 +42,7 @@ fn o_append_set_after_registration_is_refused_without_rwf_noappend() {
     let old: Vec<u8> = (0..len).map(|i| (i % 253) as u8).collect();
     let src = vec![0xA5u8; 4 << 20];
     for direct in [false, true] {
-        let path = dir().join(format!("append-fallback-{direct}-{}", std::process::id()));
+        let path = test_dir().join(format!("append-fallback-{direct}-{}", std::process::id()));
         std::fs::write(&path, &old).unwrap();
         let f = std::fs::OpenOptions::new()
             .read(true)

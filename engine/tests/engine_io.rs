@@ -1,6 +1,9 @@
 //! Engine data-path tests: host memory and the test GPU double (whose copies
 //! run asynchronously on their own threads), checked byte for byte against pread.
 
+mod common;
+
+use common::temp_file;
 use hipfile_engine::config::ReadMode;
 use hipfile_engine::gpu::testgpu::TestGpu;
 use hipfile_engine::gpu::{Gpu, NoGpu};
@@ -38,28 +41,6 @@ fn seed() -> u64 {
         .unwrap_or(0x5eed_1234);
     eprintln!("HIPFILE_TEST_SEED={s}");
     s
-}
-
-fn test_dir() -> PathBuf {
-    let d = std::env::var("HIPFILE_TEST_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| std::env::temp_dir());
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn temp_file(name: &str, bytes: &[u8]) -> (PathBuf, std::fs::File) {
-    let p = test_dir().join(format!("{name}-{}", std::process::id()));
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .read(true)
-        .write(true)
-        .open(&p)
-        .unwrap();
-    f.write_all_at(bytes, 0).unwrap();
-    f.sync_all().unwrap();
-    (p, f)
 }
 
 fn pattern(n: usize, salt: u8) -> Vec<u8> {

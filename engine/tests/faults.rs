@@ -9,6 +9,9 @@
 //! GPU with `HIPFILE_TEST_GPU=cuda` (scripts/gpu-run.sh faults); copy failures
 //! are injected by `FlakyGpu` over either.
 
+mod common;
+
+use common::test_dir;
 use hipfile_engine::config::ReadMode;
 use hipfile_engine::gpu::flaky::{read_device, runtime_under_test, write_device};
 use hipfile_engine::gpu::Gpu;
@@ -83,19 +86,11 @@ fn seeds() -> Vec<u64> {
     }
 }
 
-fn dir() -> std::path::PathBuf {
-    let d = std::env::var("HIPFILE_TEST_DIR")
-        .map(Into::into)
-        .unwrap_or_else(|_| std::env::temp_dir());
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 #[test]
 fn reads_and_writes_under_seeded_faults() {
     let len = 1 << 20;
     let data = pattern(len, 0x11);
-    let path = dir().join(format!("faults-{}", std::process::id()));
+    let path = test_dir().join(format!("faults-{}", std::process::id()));
     let total_ops = AtomicU64::new(0);
     let mut runtime = "";
     for seed in seeds() {
@@ -252,7 +247,7 @@ fn reads_and_writes_under_seeded_faults() {
 fn failing_gpu_copies_surface_as_errors() {
     let len = 1 << 20;
     let data = pattern(len, 0x22);
-    let path = dir().join(format!("gpufault-{}", std::process::id()));
+    let path = test_dir().join(format!("gpufault-{}", std::process::id()));
     std::fs::write(&path, &data).unwrap();
     let (gpu, _) = runtime_under_test(1);
     let (e, _) = faulty_engine(7, false, gpu.clone(), ReadMode::Auto);
@@ -331,7 +326,7 @@ fn batch_entries_under_seeded_faults() {
     use hipfile_engine::{Direction, IoRequest};
     let len = 1 << 20;
     let data = pattern(len, 0x33);
-    let path = dir().join(format!("batchfaults-{}", std::process::id()));
+    let path = test_dir().join(format!("batchfaults-{}", std::process::id()));
     std::fs::write(&path, &data).unwrap();
     let mut entries_run = 0u64;
     let mut runtime = "";

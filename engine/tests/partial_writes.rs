@@ -8,6 +8,9 @@
 //! across it as short, as a full disk would. Host and device memory (test
 //! double), buffered and O_DIRECT descriptors.
 
+mod common;
+
+use common::test_dir;
 use hipfile_engine::gpu::flaky::write_device;
 use hipfile_engine::gpu::testgpu::TestGpu;
 use hipfile_engine::gpu::Gpu;
@@ -44,14 +47,6 @@ impl FaultPlan for FullAt {
     fn holding(&self) -> usize {
         0
     }
-}
-
-fn dir() -> std::path::PathBuf {
-    let d = std::env::var("HIPFILE_TEST_DIR")
-        .map(Into::into)
-        .unwrap_or_else(|_| std::env::temp_dir());
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 fn pattern(n: usize, salt: u8) -> Vec<u8> {
@@ -93,7 +88,7 @@ fn run(case: &Case, device: bool, direct: bool) {
     let e = engine(gpu.clone(), case.limit);
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let path = dir().join(format!("partial-{}-{n}", std::process::id()));
+    let path = test_dir().join(format!("partial-{}-{n}", std::process::id()));
     let old = pattern(case.old_len, 1);
     std::fs::write(&path, &old).unwrap();
     let f = std::fs::OpenOptions::new()

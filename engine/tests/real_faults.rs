@@ -4,6 +4,9 @@
 //! library's back. Each returns the right bytes and count or the right
 //! error, never a partial success reported as whole.
 
+mod common;
+
+use common::test_dir;
 use hipfile_engine::gpu::{Gpu, NoGpu};
 use hipfile_engine::{Config, Engine, Error, File, Memory};
 use std::os::fd::{AsRawFd, IntoRawFd};
@@ -22,14 +25,6 @@ fn engine() -> Engine {
         gpu,
     )
     .unwrap()
-}
-
-fn dir() -> std::path::PathBuf {
-    let d = std::env::var("HIPFILE_TEST_DIR")
-        .map(Into::into)
-        .unwrap_or_else(|_| std::env::temp_dir());
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 fn pattern(n: usize) -> Vec<u8> {
@@ -124,7 +119,7 @@ fn fill(mnt: &std::path::Path, len: usize, direct: bool) {
 
 /// A directory for a mount point, unique to this process and `name`.
 fn mount_point(name: &str) -> (std::path::PathBuf, std::ffi::CString) {
-    let mnt = dir().join(format!("{name}-{}", std::process::id()));
+    let mnt = test_dir().join(format!("{name}-{}", std::process::id()));
     std::fs::create_dir_all(&mnt).unwrap();
     let c = std::ffi::CString::new(mnt.to_str().unwrap()).unwrap();
     (mnt, c)
@@ -163,7 +158,7 @@ fn a_full_tmpfs_gets_what_fits_and_no_more() {
 fn a_full_ext4_gets_what_fits_and_no_more() {
     use std::process::Command;
     let (mnt, c) = mount_point("tiny-ext4");
-    let img = dir().join(format!("tiny-ext4-{}.img", std::process::id()));
+    let img = test_dir().join(format!("tiny-ext4-{}.img", std::process::id()));
     std::fs::File::create(&img)
         .unwrap()
         .set_len(16 << 20)
@@ -199,7 +194,7 @@ fn a_full_ext4_gets_what_fits_and_no_more() {
 fn file_truncated_while_read() {
     let len = 16 << 20;
     let data = pattern(len);
-    let path = dir().join(format!("trunc-{}", std::process::id()));
+    let path = test_dir().join(format!("trunc-{}", std::process::id()));
     let e = engine();
     for round in 0..10 {
         std::fs::write(&path, &data).unwrap();
@@ -240,7 +235,7 @@ fn file_truncated_while_read() {
 #[test]
 fn descriptor_closed_behind_the_librarys_back() {
     let data = pattern(2 << 20);
-    let path = dir().join(format!("closed-{}", std::process::id()));
+    let path = test_dir().join(format!("closed-{}", std::process::id()));
     std::fs::write(&path, &data).unwrap();
     let e = engine();
     let fd = std::fs::File::open(&path).unwrap().into_raw_fd();

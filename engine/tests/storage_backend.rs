@@ -3,6 +3,8 @@
 //! twice more with io_uring refused by a seccomp filter (EPERM, then ENOSYS);
 //! it sets `HIPFILE_TEST_EXPECT_BACKEND` to the backend each pass must get.
 
+mod common;
+
 use hipfile_engine::config::ReadMode;
 use hipfile_engine::gpu::testgpu::TestGpu;
 use hipfile_engine::gpu::{Gpu, NoGpu};
@@ -35,21 +37,7 @@ fn pattern(n: usize, salt: u8) -> Vec<u8> {
 }
 
 fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
-    let dir = std::env::var("HIPFILE_TEST_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| std::env::temp_dir());
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(format!("backend-{name}-{}", std::process::id()));
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .read(true)
-        .write(true)
-        .open(&p)
-        .unwrap();
-    f.write_all_at(bytes, 0).unwrap();
-    f.sync_all().unwrap();
-    p
+    common::temp_file(&format!("backend-{name}"), bytes).0
 }
 
 /// What the kernel answers this process's `io_uring_setup`, asked directly.
