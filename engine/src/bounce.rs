@@ -236,6 +236,30 @@ pub fn log_registration_failure(bytes: usize, err: &std::io::Error) {
     );
 }
 
+/// Tests: the value of `field` (e.g. `THPeligible`) in the /proc/self/smaps
+/// entry of the mapping that holds `addr`, trimmed; None where there is no
+/// such mapping or the kernel does not report the field.
+#[cfg(test)]
+pub(crate) fn smaps_field(addr: usize, field: &str) -> Option<String> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+    let mut inside = false;
+    for line in smaps.lines() {
+        let range = line.split_whitespace().next().unwrap_or("");
+        if let Some((a, b)) = range.split_once('-') {
+            if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) {
+                inside = a <= addr && addr < b;
+                continue;
+            }
+        }
+        if inside {
+            if let Some(v) = line.strip_prefix(field).and_then(|v| v.strip_prefix(':')) {
+                return Some(v.trim().to_string());
+            }
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::Slab;
@@ -279,24 +303,7 @@ mod tests {
     /// The `THPeligible` flag of the mapping of /proc/self/smaps that holds
     /// `addr` (None where the kernel does not report it).
     fn thp_eligible(addr: usize) -> Option<bool> {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
-        let mut inside = false;
-        for line in smaps.lines() {
-            let range = line.split_whitespace().next().unwrap_or("");
-            if let Some((a, b)) = range.split_once('-') {
-                if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
-                {
-                    inside = a <= addr && addr < b;
-                    continue;
-                }
-            }
-            if inside {
-                if let Some(v) = line.strip_prefix("THPeligible:") {
-                    return Some(v.trim() == "1");
-                }
-            }
-        }
-        None
+        super::smaps_field(addr, "THPeligible").map(|v| v == "1")
     }
 
     #[test]

@@ -249,24 +249,11 @@ mod tests {
 
     /// `AnonHugePages` (KiB) of the mapping of /proc/self/smaps holding `addr`.
     fn anon_huge_kb(addr: usize) -> Option<u64> {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
-        let mut inside = false;
-        for line in smaps.lines() {
-            let range = line.split_whitespace().next().unwrap_or("");
-            if let Some((a, b)) = range.split_once('-') {
-                if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
-                {
-                    inside = a <= addr && addr < b;
-                    continue;
-                }
-            }
-            if inside {
-                if let Some(v) = line.strip_prefix("AnonHugePages:") {
-                    return v.trim().trim_end_matches("kB").trim().parse().ok();
-                }
-            }
-        }
-        None
+        crate::bounce::smaps_field(addr, "AnonHugePages")?
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()
     }
 
     #[test]
