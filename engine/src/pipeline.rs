@@ -421,7 +421,7 @@ impl Engine {
             self.check_access(&req)?;
             let _busy = crate::file::InflightGuard::new(&req.file);
             let n = crate::inline::host_io(&req)?;
-            Stats::add(&self.inner.stats.inline_bytes, n as u64);
+            self.inner.stats.inline_bytes.add(n as u64);
             n
         } else if small
             && self.inner.gpu.has_devices()
@@ -432,7 +432,7 @@ impl Engine {
             self.check_access(&req)?;
             let _busy = crate::file::InflightGuard::new(&req.file);
             let n = crate::inline::device_io(&self.inner.gpu, &req)?;
-            Stats::add(&self.inner.stats.inline_bytes, n as u64);
+            self.inner.stats.inline_bytes.add(n as u64);
             n
         } else {
             let w = Arc::new(Waiter::default());
