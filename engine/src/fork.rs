@@ -80,7 +80,11 @@ impl Drop for Starting {
 /// and this one (0 in that process). Installs the fork handler on first use;
 /// the handler is inherited by children, so grandchildren count too.
 pub fn generation() -> u64 {
-    if !HOOKED.swap(true, Ordering::AcqRel) {
+    // Every call through the C ABI comes here. A swap is a locked write even
+    // when it stores the value already there, so it would take the cache
+    // line exclusive on each call and bounce it between the calling
+    // threads' cores; once the handler is in, a plain load answers.
+    if !HOOKED.load(Ordering::Acquire) && !HOOKED.swap(true, Ordering::AcqRel) {
         // SAFETY: registers plain extern "C" functions (no unwinding; the
         // child's takes no lock, the parent's prepare handler only sleeps)
         // as fork handlers; glibc removes them if the library that holds

@@ -164,7 +164,10 @@ pub(crate) fn host_io(req: &IoRequest, stats: &Stats, via_huge_page: bool) -> Re
                         || len > crate::config::INLINE_OTHER_MAX_BYTES
                             && crate::file::fully_cached(f.buffered_fd, off, len as u64)
                                 == Some(false));
-                let probe = if want_direct {
+                // Without an O_DIRECT way a miss is read through the page
+                // cache anyway: plain pread, which skips the iovec import
+                // preadv2 costs, and a miss's second syscall.
+                let probe = if want_direct || direct_fd.is_none() {
                     Verdict::Miss
                 } else {
                     // SAFETY: the caller's buffer covers [ptr, ptr + len) (the C contract).

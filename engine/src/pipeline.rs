@@ -422,7 +422,7 @@ impl Engine {
             let _busy = crate::file::InflightGuard::new(&req.file);
             let huge = self.inner.cfg.huge_pages;
             let n = crate::inline::host_io(&req, &self.inner.stats, huge)?;
-            Stats::add(&self.inner.stats.inline_bytes, n as u64);
+            self.inner.stats.inline_bytes.add(n as u64);
             n
         } else if small
             && self.inner.gpu.has_devices()
@@ -433,7 +433,7 @@ impl Engine {
             self.check_access(&req)?;
             let _busy = crate::file::InflightGuard::new(&req.file);
             let n = crate::inline::device_io(&self.inner.gpu, &req, &self.inner.stats)?;
-            Stats::add(&self.inner.stats.inline_bytes, n as u64);
+            self.inner.stats.inline_bytes.add(n as u64);
             n
         } else {
             let w = Arc::new(Waiter::default());

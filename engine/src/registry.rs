@@ -38,6 +38,13 @@ pub struct ResolvedBuffer {
     pub reg: Option<Arc<BufferReg>>,
 }
 
+/// The registry's answer for one I/O call ([`Driver::lookup_io`]).
+pub struct IoLookup {
+    pub engine: Option<Engine>,
+    pub file: Option<Arc<File>>,
+    pub buffer: Option<Arc<BufferReg>>,
+}
+
 /// A registered stream (`hipFileStreamRegister`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StreamReg {
@@ -335,13 +342,42 @@ impl Driver {
         Ok(())
     }
 
+    /// What one I/O call needs from the registry, read under one hold of
+    /// its lock: the engine, the file registered as `handle`, the buffer
+    /// registered with base `ptr`. Taking a read lock is a locked
+    /// read-modify-write of the lock word and releasing it another; threads
+    /// calling at once pass that cache line between their cores each time,
+    /// so a call takes the lock once rather than once per question.
+    pub fn lookup_io(&self, handle: usize, ptr: u64) -> IoLookup {
+        let st = self.read();
+        IoLookup {
+            engine: st.engine.clone(),
+            file: st.files.get(&handle).cloned(),
+            buffer: st.buffers.get(&ptr).cloned(),
+        }
+    }
+
     /// The buffer an I/O on `ptr` uses: the registration with that exact base,
     /// or a temporary description from the pointer's attributes (spec §5.4).
     pub fn resolve_buffer(&self, ptr: u64) -> Result<ResolvedBuffer> {
         if ptr == 0 {
             return Err(OpError::InvalidValue.into());
         }
-        if let Some(b) = self.read().buffers.get(&ptr).cloned() {
+        let reg = self.read().buffers.get(&ptr).cloned();
+        self.resolve_found_buffer(ptr, reg)
+    }
+
+    /// [`Driver::resolve_buffer`] with the registration at `ptr` (if any)
+    /// already looked up (by [`Driver::lookup_io`]).
+    pub fn resolve_found_buffer(
+        &self,
+        ptr: u64,
+        reg: Option<Arc<BufferReg>>,
+    ) -> Result<ResolvedBuffer> {
+        if ptr == 0 {
+            return Err(OpError::InvalidValue.into());
+        }
+        if let Some(b) = reg {
             return Ok(ResolvedBuffer {
                 mem: Memory::from_info(ptr, &b.info),
                 len: b.len,

@@ -84,8 +84,9 @@ pub struct Stats {
     pub host_bounce_bytes: AtomicU64,
     /// Ops resubmitted after EINTR/EAGAIN/short transfers.
     pub retries: AtomicU64,
-    /// Bytes of small host-memory requests done on the caller's thread.
-    pub inline_bytes: AtomicU64,
+    /// Bytes of small requests done on the caller's thread: added by every
+    /// calling thread, so kept per thread ([`PerThread`]).
+    pub inline_bytes: PerThread,
     /// Time chunks spent in each [`Stage`] (sum and longest, nanoseconds).
     pub stage_ns: [AtomicU64; STAGES],
     pub stage_max_ns: [AtomicU64; STAGES],
@@ -101,6 +102,73 @@ pub struct Stats {
     /// io_uring; either counts against RLIMIT_MEMLOCK).
     pub bounce_bytes: AtomicU64,
     pub locked_bounce_bytes: AtomicU64,
+}
+
+/// A counter that every calling thread adds to, in [`layout::SHARDS`] cells
+/// of their own cache lines, indexed by the thread's statistics shard
+/// ([`record::ShardPool`]). An atomic add to one shared word is a locked
+/// read-modify-write that takes its cache line exclusive, so threads adding
+/// at once on several cores pass the line between them on every add; here a
+/// thread that holds its shard alone adds with a plain load and store to a
+/// line no other thread writes, and only threads beyond the pool's shards
+/// share the last cell (with atomic adds). [`PerThread::get`] sums the
+/// cells: exact once the adds it should see have happened before it.
+pub struct PerThread {
+    cells: Box<[Padded; layout::SHARDS]>,
+}
+
+/// One cell of a [`PerThread`], alone on its cache lines (128 bytes: the
+/// adjacent-line prefetcher pairs 64-byte lines).
+#[repr(align(128))]
+#[derive(Default)]
+struct Padded(AtomicU64);
+
+impl PerThread {
+    pub fn new() -> Self {
+        PerThread {
+            cells: Box::new(std::array::from_fn(|_| Padded::default())),
+        }
+    }
+
+    /// Add `n` for the calling thread.
+    #[inline]
+    pub fn add(&self, n: u64) {
+        let (i, alone) = record::thread_shard();
+        self.add_at(i, alone, n);
+    }
+
+    /// Add `n` to cell `i`; `alone`: the caller is the only thread that
+    /// writes that cell (it holds shard `i` from a [`record::ShardPool`]).
+    #[inline]
+    pub(crate) fn add_at(&self, i: usize, alone: bool, n: u64) {
+        let c = &self.cells[i % layout::SHARDS].0;
+        if alone {
+            // Readers load the word while it changes; a relaxed store of the
+            // sum is a whole word to them either way.
+            c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+        } else {
+            c.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// The sum over every thread.
+    pub fn get(&self) -> u64 {
+        self.cells
+            .iter()
+            .fold(0u64, |s, c| s.wrapping_add(c.0.load(Ordering::Relaxed)))
+    }
+}
+
+impl Default for PerThread {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for PerThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.get().fmt(f)
+    }
 }
 
 /// Where a worker chunk's time goes, from the moment its request is cut into
@@ -195,7 +263,7 @@ impl Stats {
             bounced_chunks: g(&self.bounced_chunks),
             host_bounce_bytes: g(&self.host_bounce_bytes),
             retries: g(&self.retries),
-            inline_bytes: g(&self.inline_bytes),
+            inline_bytes: self.inline_bytes.get(),
             stage_ns: std::array::from_fn(|i| g(&self.stage_ns[i])),
             stage_max_ns: std::array::from_fn(|i| g(&self.stage_max_ns[i])),
             chunks: g(&self.chunks),
@@ -252,4 +320,48 @@ impl Drop for Stats {
 
 fn nanos(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_thread_counts_stay_exact_with_more_threads_than_shards_adding_at_once() {
+        let c = PerThread::new();
+        // More threads than the pool has shards, all alive at once: most
+        // hold a cell alone, the rest share the last one.
+        let threads = layout::SHARDS + 8;
+        let per = 20_000u64;
+        let all_in = std::sync::Barrier::new(threads);
+        std::thread::scope(|sc| {
+            for t in 0..threads {
+                let (c, all_in) = (&c, &all_in);
+                sc.spawn(move || {
+                    c.add(0); // claim a shard before any thread starts counting
+                    all_in.wait();
+                    for i in 0..per {
+                        c.add(1 + (i + t as u64) % 3);
+                    }
+                    all_in.wait(); // keep the shard until every thread is done
+                });
+            }
+        });
+        let expected: u64 = (0..threads as u64)
+            .map(|t| (0..per).map(|i| 1 + (i + t) % 3).sum::<u64>())
+            .sum();
+        assert_eq!(c.get(), expected);
+    }
+
+    #[test]
+    fn a_shard_handed_to_a_new_thread_keeps_adding_to_the_same_total() {
+        let c = PerThread::new();
+        for _ in 0..4 {
+            std::thread::scope(|sc| {
+                sc.spawn(|| c.add(5));
+            });
+        }
+        c.add(1);
+        assert_eq!(c.get(), 21);
+    }
 }

@@ -17,7 +17,7 @@ use hipfile_engine::batch::{self, Batch, BatchEntry};
 use hipfile_engine::error::{Error, OpError};
 use hipfile_engine::gpu::MemKind;
 use hipfile_engine::pipeline::{Direction, IoRequest};
-use hipfile_engine::registry::{driver, BufferUse, ResolvedBuffer};
+use hipfile_engine::registry::{driver, BufferUse, IoLookup, ResolvedBuffer};
 use hipfile_engine::stats::{self, Event};
 use hipfile_engine::{log_warn, MAX_RW_COUNT};
 use std::ffi::{c_char, c_int, c_uint, c_void};
@@ -213,15 +213,37 @@ pub(crate) fn prepare(
     buffer_offset: i64,
     dir: Direction,
 ) -> Result<(IoRequest, ResolvedBuffer), Error> {
-    let d = driver();
-    let file = d
-        .file(fh as usize)
+    let mut found = driver().lookup_io(fh as usize, buffer_base as u64);
+    prepare_found(
+        &mut found,
+        buffer_base,
+        size,
+        file_offset,
+        buffer_offset,
+        dir,
+    )
+}
+
+/// [`prepare`] with the registry's answer for the call already read
+/// ([`hipfile_engine::registry::Driver::lookup_io`]); takes the file and the
+/// buffer out of `found` and leaves the engine.
+fn prepare_found(
+    found: &mut IoLookup,
+    buffer_base: *const c_void,
+    size: usize,
+    file_offset: i64,
+    buffer_offset: i64,
+    dir: Direction,
+) -> Result<(IoRequest, ResolvedBuffer), Error> {
+    let file = found
+        .file
+        .take()
         .ok_or(Error::Op(OpError::HandleNotRegistered))?;
     if buffer_base.is_null() || file_offset < 0 || buffer_offset < 0 {
         return Err(inval());
     }
     let size = size.min(MAX_RW_COUNT);
-    let buf = d.resolve_buffer(buffer_base as u64)?;
+    let buf = driver().resolve_found_buffer(buffer_base as u64, found.buffer.take())?;
     let boff = buffer_offset as u64;
     if boff >= buf.len || size as u64 > buf.len - boff {
         return Err(inval());
@@ -233,8 +255,11 @@ pub(crate) fn prepare(
         return Err(inval());
     }
     if let MemKind::Device { .. } = buf.info.kind {
-        let cfg = d.engine().map(|e| e.config().clone());
-        if cfg.is_some_and(|c| !c.allow_compat_mode) {
+        if found
+            .engine
+            .as_ref()
+            .is_some_and(|e| !e.config().allow_compat_mode)
+        {
             // Our engine is the compatibility (bounce) path; no direct path exists here.
             log_warn!("device I/O refused: HIPFILE_ALLOW_COMPAT_MODE=false and no direct path is available");
             return Err(OpError::InternalError.into());
@@ -262,22 +287,34 @@ fn sync_io(
     dir: Direction,
 ) -> isize {
     guard_ssize(name, || {
-        let d = driver();
-        let Some(engine) = d.engine() else {
+        // One registry read for the engine, the handle and the buffer.
+        let mut found = driver().lookup_io(fh as usize, buffer_base as u64);
+        if found.engine.is_none() {
             // Upstream (and cuFile, as observed): −1 with EINVAL while closed.
             return Err(Error::Os(libc::EINVAL));
+        }
+        let (req, buf) = prepare_found(
+            &mut found,
+            buffer_base,
+            size,
+            file_offset,
+            buffer_offset,
+            dir,
+        )
+        .inspect_err(|_| {
+            stats::event(match dir {
+                Direction::Read => Event::ReadRejected,
+                Direction::Write => Event::WriteRejected,
+            })
+        })?;
+        let Some(engine) = found.engine else {
+            return Err(Error::Os(libc::EINVAL)); // (checked above)
         };
-        let (req, buf) = prepare(fh, buffer_base, size, file_offset, buffer_offset, dir)
-            .inspect_err(|_| {
-                stats::event(match dir {
-                    Direction::Read => Event::ReadRejected,
-                    Direction::Write => Event::WriteRejected,
-                })
-            })?;
         if req.size == 0 {
             return Ok(0);
         }
-        let _busy = BufferUse::new(buf.reg.clone());
+        // The registration moves into the guard: no second reference to count.
+        let _busy = BufferUse::new(buf.reg);
         // SAFETY: the caller's buffer covers the request (the C contract;
         // registered and device ranges were checked by `prepare`).
         let r = unsafe { engine.transfer(req) };

@@ -156,6 +156,13 @@ fn shard() -> (usize, bool) {
     leased(&LEASE)
 }
 
+/// [`shard`], for the other per-thread counters ([`super::PerThread`]): the
+/// index a thread holds alone in the region's shards is its own there too.
+#[inline]
+pub(crate) fn thread_shard() -> (usize, bool) {
+    shard()
+}
+
 fn leased(lease: &'static std::thread::LocalKey<Lease>) -> (usize, bool) {
     lease
         .try_with(|l| match l.shard.get() {
