@@ -38,8 +38,7 @@ impl MountInfo {
 /// What is slower to learn is learned once and shared: the O_DIRECT
 /// descriptor is opened on the first I/O that wants it (a loader that reads
 /// each file once from the page cache never pays for it), and the mount entry
-/// and the block queue's segment limit are kept per device for the process
-/// (`DeviceFacts`).
+/// is kept per device for the process (`DeviceFacts`).
 #[derive(Debug)]
 pub struct File {
     /// The caller's descriptor; never closed by us.
@@ -73,11 +72,6 @@ pub struct File {
     pub dio_offset_align: u32,
     pub is_block_device: bool,
     pub is_regular_file: bool,
-    /// The block queue's `max_segments` for the device under the file (sysfs),
-    /// when there is one: an O_DIRECT read into 4 KiB pages needs one segment
-    /// per page, and one with more pages than this is split into several
-    /// block requests, which neighbouring reads can then not merge with.
-    pub max_segments: Option<u32>,
     /// I/O operations on this file: the low [`INFLIGHT_BITS`] count those in
     /// flight (deregistration refuses while any is), the bits above those
     /// started so far. One word, so that one load tells whether another
@@ -86,8 +80,7 @@ pub struct File {
 }
 
 /// Facts about a device that every file on it shares, learned once per
-/// process: reading /proc/self/mountinfo and sysfs costs tens of
-/// microseconds, more than a 256 KiB page-cache read, and a loader registers
+/// process: reading /proc/self/mountinfo costs tens of microseconds, more than a 256 KiB page-cache read, and a loader registers
 /// thousands of files on the same filesystem.
 ///
 /// The mount table can change while the process runs. A device seen for the
@@ -98,7 +91,6 @@ pub struct File {
 struct DeviceFacts {
     mountinfo_fd: RawFd,
     mounts: HashMap<(u32, u32), MountInfo>,
-    segments: HashMap<(u32, u32), Option<u32>>,
 }
 
 /// Per process: a thread of the parent may hold the lock at the instant of a
@@ -121,7 +113,6 @@ impl DeviceFacts {
                 )
             },
             mounts: HashMap::new(),
-            segments: HashMap::new(),
         });
         f(facts)
     }
@@ -180,13 +171,6 @@ impl DeviceFacts {
         self.mounts.insert(dev, m.clone());
         Some(m)
     }
-
-    fn segments(&mut self, dev: (u32, u32)) -> Option<u32> {
-        *self
-            .segments
-            .entry(dev)
-            .or_insert_with(|| max_segments(dev.0, dev.1))
-    }
 }
 
 /// Bits of `File::activity` that count operations in flight.
@@ -196,23 +180,6 @@ const INFLIGHT_MASK: u64 = (1 << INFLIGHT_BITS) - 1;
 /// What [`File::begin_io`] saw when an operation started.
 #[derive(Clone, Copy, Debug)]
 pub struct IoStart(u64);
-
-/// `queue/max_segments` of block device `major:minor` (a partition's is its
-/// disk's), or None where sysfs has no block queue for it (network and
-/// virtual filesystems, no /sys).
-fn max_segments(major: u32, minor: u32) -> Option<u32> {
-    max_segments_under(std::path::Path::new("/sys"), major, minor)
-}
-
-/// [`max_segments`] in a sysfs tree mounted at `sys`.
-fn max_segments_under(sys: &std::path::Path, major: u32, minor: u32) -> Option<u32> {
-    let dev = sys.join(format!("dev/block/{major}:{minor}"));
-    ["queue/max_segments", "../queue/max_segments"]
-        .iter()
-        .find_map(|q| std::fs::read_to_string(dev.join(q)).ok())
-        .and_then(|t| t.trim().parse::<u32>().ok())
-        .filter(|&m| m > 0)
-}
 
 fn errno() -> i32 {
     std::io::Error::last_os_error()
@@ -345,13 +312,6 @@ impl File {
             (4096, 4096)
         };
         let dev = (stx.stx_dev_major, stx.stx_dev_minor);
-        // The queue that serves the file's reads: a block device's own, a
-        // regular file's filesystem's.
-        let queue = if is_block_device {
-            (stx.stx_rdev_major, stx.stx_rdev_minor)
-        } else {
-            dev
-        };
         Ok(File {
             client_fd: fd,
             buffered_fd,
@@ -370,7 +330,6 @@ impl File {
             dio_offset_align,
             is_block_device,
             is_regular_file,
-            max_segments: DeviceFacts::with(|f| f.segments(queue)),
             activity: AtomicU64::new(0),
         })
     }
@@ -698,29 +657,6 @@ mod tests {
         assert_eq!(parse_mountinfo(MI, 0, 21).unwrap().fs_type, "tmpfs");
         assert_eq!(parse_mountinfo(MI, 8, 3).unwrap().fs_type, "xfs");
         assert!(parse_mountinfo(MI, 9, 9).is_none());
-    }
-
-    #[test]
-    fn max_segments_comes_from_the_disk_or_its_partition_s_parent() {
-        // A sysfs tree as the kernel lays it out: dev/block/M:m links into
-        // devices/; a partition's directory has no queue/, its disk's has.
-        let root = std::env::temp_dir().join(format!("hipfile-sysfs-{}", std::process::id()));
-        let disk = root.join("devices/vda");
-        std::fs::create_dir_all(disk.join("queue")).unwrap();
-        std::fs::create_dir_all(disk.join("vda1")).unwrap();
-        std::fs::create_dir_all(root.join("dev/block")).unwrap();
-        std::fs::write(disk.join("queue/max_segments"), "254\n").unwrap();
-        std::os::unix::fs::symlink("../../devices/vda", root.join("dev/block/254:0")).unwrap();
-        std::os::unix::fs::symlink("../../devices/vda/vda1", root.join("dev/block/254:1")).unwrap();
-        assert_eq!(max_segments_under(&root, 254, 0), Some(254));
-        assert_eq!(max_segments_under(&root, 254, 1), Some(254));
-        // No queue anywhere (an overlay or network filesystem's anonymous device).
-        assert_eq!(max_segments_under(&root, 0, 42), None);
-        for bad in ["0\n", "many\n", ""] {
-            std::fs::write(disk.join("queue/max_segments"), bad).unwrap();
-            assert_eq!(max_segments_under(&root, 254, 0), None, "{bad:?}");
-        }
-        std::fs::remove_dir_all(&root).unwrap();
     }
 
     fn test_dir() -> std::path::PathBuf {

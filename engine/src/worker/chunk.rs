@@ -789,7 +789,6 @@ mod tests {
         let direct_fd = unsafe { libc::dup(backing.file.as_raw_fd()) };
         assert!(direct_fd >= 0);
         file.set_direct_for_tests(direct_fd, 4096, client_direct);
-        file.max_segments = None;
         Bench {
             slots: Slots::new(&slab),
             slab,

@@ -128,6 +128,7 @@ fn start_thread(
     std::thread::Builder::new()
         .name(format!("hipfile-io-{id}"))
         .spawn(move || {
+            bind_to_own_cpu(id, shared.cfg.io_threads);
             let made = Worker::new(id, shared);
             drop(starting);
             match made {
@@ -139,6 +140,54 @@ fn start_thread(
             }
         })
         .map_err(|e| Error::Os(e.raw_os_error().unwrap_or(libc::EAGAIN)))
+}
+
+/// Bind worker `id` of `workers` to a CPU of its own when the workers are
+/// as many as the CPUs this thread may run on, the `id`-th of them.
+///
+/// A disk with one completion queue (virtio-blk, most virtual disks) raises
+/// its interrupt on one CPU, and the wake-ups of every worker whose read
+/// ended there place them on that CPU when it is idle: their copies out of
+/// the bounce run one after another while the other CPUs idle, and the disk
+/// waits for them. A worker bound to its own CPU wakes there, so the copies
+/// run side by side. With more CPUs than workers the workers stay free (the
+/// scheduler has idle CPUs to spread them over, and the application's
+/// threads room to move); a worker whose CPU the application's mask lacks
+/// (a later `sched_setaffinity`, a cpuset) stays free too.
+fn bind_to_own_cpu(id: usize, workers: usize) {
+    // SAFETY: a zeroed cpu_set_t is an empty set.
+    let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: `allowed` is a cpu_set_t of `size` bytes.
+    if unsafe { libc::sched_getaffinity(0, size, &mut allowed) } != 0 {
+        return;
+    }
+    let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: c < CPU_SETSIZE, inside the set.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &allowed) })
+        .collect();
+    let Some(cpu) = own_cpu(id, workers, &cpus) else {
+        return;
+    };
+    // SAFETY: as above.
+    let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: cpu < CPU_SETSIZE (it came from the set).
+    unsafe { libc::CPU_SET(cpu, &mut one) };
+    // SAFETY: `one` is a cpu_set_t of `size` bytes; 0 is this thread.
+    if unsafe { libc::sched_setaffinity(0, size, &one) } != 0 {
+        crate::log_debug!(
+            "hipfile-io-{id}: cannot bind to CPU {cpu} ({}); it runs unbound",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// The CPU worker `id` of `workers` binds to, of the `allowed` ones: the
+/// `id`-th, when every allowed CPU gets one worker.
+fn own_cpu(id: usize, workers: usize, allowed: &[usize]) -> Option<usize> {
+    (workers > 1 && workers == allowed.len())
+        .then(|| allowed.get(id).copied())
+        .flatten()
 }
 
 struct Worker {
@@ -387,5 +436,24 @@ impl Worker {
             crate::file::start_writeback(&chunk.file, chunk.file_offset, chunk.len);
         }
         chunk.req.chunk_ended(chunk.idx, result, io.done());
+    }
+}
+
+#[cfg(test)]
+mod cpu_tests {
+    use super::own_cpu;
+
+    #[test]
+    fn a_worker_binds_only_when_the_workers_are_as_many_as_the_cpus() {
+        assert_eq!(own_cpu(0, 2, &[0, 1]), Some(0));
+        assert_eq!(own_cpu(1, 2, &[0, 1]), Some(1));
+        // The process's own CPUs, whichever they are.
+        assert_eq!(own_cpu(1, 3, &[2, 5, 7]), Some(5));
+        // More CPUs than workers: the scheduler has room to spread them.
+        assert_eq!(own_cpu(0, 2, &[0, 1, 2, 3]), None);
+        // Fewer: two workers would share a CPU either way.
+        assert_eq!(own_cpu(2, 4, &[0, 1]), None);
+        // One worker on one CPU: nothing to choose.
+        assert_eq!(own_cpu(0, 1, &[3]), None);
     }
 }
