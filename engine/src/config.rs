@@ -90,6 +90,12 @@ pub struct Config {
     /// reads and 4 KiB random reads measured the same. Where the kernel gives
     /// no huge pages (THP off) the slab is plain memory.
     pub huge_pages: bool,
+    /// `HIPFILE_BIND_IO_THREADS`: when the workers are as many as the CPUs
+    /// the process may run on, bind each to a CPU of its own (see
+    /// `worker::bind_to_own_cpu`: a single-queue disk's completion interrupt
+    /// otherwise wakes them all on one CPU, where their copies run one after
+    /// another). False leaves every worker to the scheduler.
+    pub bind_io_threads: bool,
     /// `HIPFILE_WRITE_SYNC`: sync writes are durable (fdatasync) before they return.
     pub write_sync: bool,
     /// `HIPFILE_ALLOW_COMPAT_MODE` (spec §5.9): the bounce path may be used.
@@ -191,6 +197,7 @@ impl Default for Config {
             register_buffers: true,
             pin_buffers: true,
             huge_pages: true,
+            bind_io_threads: true,
             write_sync: true,
             allow_compat_mode: true,
             force_compat_mode: false,
@@ -349,6 +356,7 @@ impl Config {
         c.register_buffers = env_bool(env, "HIPFILE_REGISTER_BUFFERS", c.register_buffers);
         c.pin_buffers = env_bool(env, "HIPFILE_PIN_BUFFERS", c.pin_buffers);
         c.huge_pages = env_bool(env, "HIPFILE_HUGE_PAGES", c.huge_pages);
+        c.bind_io_threads = env_bool(env, "HIPFILE_BIND_IO_THREADS", c.bind_io_threads);
         c.write_sync = env_bool(env, "HIPFILE_WRITE_SYNC", c.write_sync);
         c.allow_compat_mode = env_bool(env, "HIPFILE_ALLOW_COMPAT_MODE", c.allow_compat_mode);
         c.force_compat_mode = env_bool(env, "HIPFILE_FORCE_COMPAT_MODE", c.force_compat_mode);
@@ -680,6 +688,18 @@ mod tests {
         assert_eq!((c.cold_io_threads, c.inline_max_bytes), (2, 1 << 20));
         let env: &[(&str, &str)] = &[("HIPFILE_IO_THREADS", "12"), ("HIPFILE_INLINE_KB", "256")];
         assert_eq!(Config::from_env_with(env).inline_max_bytes, 256 << 10);
+    }
+
+    #[test]
+    fn io_threads_bind_unless_refused() {
+        assert!(Config::default().bind_io_threads);
+        let env: &[(&str, &str)] = &[("HIPFILE_BIND_IO_THREADS", "FALSE")];
+        assert!(!Config::from_env_with(env).bind_io_threads);
+        let env: &[(&str, &str)] = &[("HIPFILE_BIND_IO_THREADS", "no")];
+        assert!(
+            Config::from_env_with(env).bind_io_threads,
+            "not a boolean: the default"
+        );
     }
 
     #[test]

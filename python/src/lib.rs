@@ -67,6 +67,7 @@ const KNOBS: &[&str] = &[
     "register_buffers",
     "pin_buffers",
     "huge_pages",
+    "bind_io_threads",
     "write_sync",
     "allow_compat_mode",
     "force_compat_mode",

@@ -128,7 +128,9 @@ fn start_thread(
     std::thread::Builder::new()
         .name(format!("hipfile-io-{id}"))
         .spawn(move || {
-            bind_to_own_cpu(id, shared.cfg.io_threads);
+            if shared.cfg.bind_io_threads {
+                bind_to_own_cpu(id, shared.cfg.io_threads);
+            }
             let made = Worker::new(id, shared);
             drop(starting);
             match made {
