@@ -91,7 +91,8 @@ pub struct Config {
     /// no huge pages (THP off) the slab is plain memory.
     pub huge_pages: bool,
     /// `HIPFILE_BIND_IO_THREADS`: when the workers are as many as the CPUs
-    /// the process may run on, bind each to a CPU of its own (see
+    /// the process may run on, and those are at most
+    /// [`crate::worker::BIND_MAX_CPUS`], bind each to a CPU of its own (see
     /// `worker::bind_to_own_cpu`: a single-queue disk's completion interrupt
     /// otherwise wakes them all on one CPU, where their copies run one after
     /// another). False leaves every worker to the scheduler.

@@ -53,7 +53,7 @@ fn workers_as_many_as_the_cpus_each_run_on_their_own() {
     };
     let e = Engine::with_gpu(cfg, Arc::new(NoGpu { why: "test".into() })).unwrap();
     let n = e.config().io_threads;
-    if n < 2 || n != cpus.len() {
+    if n < 2 || n != cpus.len() || n > hipfile_engine::worker::BIND_MAX_CPUS {
         eprintln!(
             "SKIPPED: {} CPUs, {n} workers: no worker is bound",
             cpus.len()
