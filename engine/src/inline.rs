@@ -169,12 +169,22 @@ pub(crate) fn host_io(req: &IoRequest, stats: &Stats, via_huge_page: bool) -> Re
                 // preadv2 costs, and a miss's second syscall.
                 let probe = if want_direct || direct_fd.is_none() {
                     Verdict::Miss
+                } else if f.trusts_page_cache() && !reprobe_due() {
+                    // The file's recent probes all hit: plain pread, without
+                    // the probe's extra cost (`crate::file::CACHE_TRUST`).
+                    pread(f.buffered_fd, Way::BufferedRead, ptr, len, off)
                 } else {
                     // SAFETY: the caller's buffer covers [ptr, ptr + len) (the C contract).
                     let r = unsafe {
                         libc::preadv2(f.buffered_fd, &iov, 1, off as i64, libc::RWF_NOWAIT)
                     };
-                    verdict(Way::CacheProbe, libc_result(r), len)
+                    let v = verdict(Way::CacheProbe, libc_result(r), len);
+                    match v {
+                        Verdict::Complete(_) => f.record_probe(true),
+                        Verdict::Short(_) | Verdict::Miss => f.record_probe(false),
+                        _ => {}
+                    }
+                    v
                 };
                 match probe {
                     Verdict::Miss | Verdict::FallBack => match direct_fd {
@@ -246,6 +256,24 @@ pub(crate) fn host_io(req: &IoRequest, stats: &Stats, via_huge_page: bool) -> Re
         }
     }
     Ok(done)
+}
+
+thread_local! {
+    /// This thread's reads of trusted files since its last probe of one.
+    static SINCE_PROBE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether this read of a trusted file should probe anyway: one in
+/// [`crate::file::REPROBE_EVERY`] of the thread's reads does, so a file that
+/// left the page cache loses its trust. Counted per thread: a per-file
+/// counter would be one more word every calling thread writes.
+fn reprobe_due() -> bool {
+    SINCE_PROBE.with(|n| {
+        let k = n.get() + 1;
+        let due = k >= crate::file::REPROBE_EVERY;
+        n.set(if due { 0 } else { k });
+        due
+    })
 }
 
 /// One `pread` of `len` bytes at `off` into `ptr`, and what it means.

@@ -1163,3 +1163,54 @@ fn many_queued_chunks_start_workers_up_to_the_maximum() {
     drop(e);
     std::fs::remove_file(&path).unwrap();
 }
+
+#[test]
+fn small_reads_of_a_file_that_left_the_page_cache_stay_correct_and_probe_again() {
+    // After CACHE_TRUST probes in a row hit, small reads of the file skip
+    // the probe (plain pread). Evicted then, the file must still read right,
+    // and a probe (one in REPROBE_EVERY of this thread's reads) must notice
+    // the miss and take the trust back.
+    use hipfile_engine::file::{CACHE_TRUST, REPROBE_EVERY};
+    let len = 1 << 20;
+    let data = pattern(len, 73);
+    let (path, f) = temp_file("cache-trust", &data);
+    let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
+    if file.direct().is_none() {
+        eprintln!(
+            "SKIPPED: {} has no O_DIRECT (small reads never probe)",
+            path.display()
+        );
+        return;
+    }
+    let mut all = vec![0u8; len];
+    std::io::Read::read_exact(&mut &f, &mut all).unwrap(); // into the page cache
+    let e = Engine::with_gpu(Config::default(), no_gpu()).unwrap();
+    let (buf, at) = small_page_buffer(4096, 0);
+    let read_at = |k: usize| {
+        let off = (k * 4096) % len;
+        // SAFETY: `buf` (owned by this test) covers [at, at + 4096).
+        let n = unsafe { e.read(&file, Memory::Host(at), 4096, off as u64) }.unwrap();
+        assert_eq!(n, 4096);
+        let o = at - buf.as_ptr() as usize;
+        assert!(
+            buf[o..o + 4096] == data[off..off + 4096],
+            "read {k} at {off}"
+        );
+    };
+    for k in 0..CACHE_TRUST as usize {
+        read_at(k);
+    }
+    assert!(file.trusts_page_cache(), "{CACHE_TRUST} hits in a row");
+    make_cold(&f);
+    // Every read stays right; within REPROBE_EVERY of them one probes,
+    // misses (the range is not resident) and ends the trust.
+    for k in 0..REPROBE_EVERY as usize {
+        read_at(k * 7 + 3);
+        make_cold(&f);
+    }
+    assert!(
+        !file.trusts_page_cache(),
+        "no probe noticed the file left the page cache"
+    );
+    std::fs::remove_file(&path).unwrap();
+}
