@@ -85,7 +85,8 @@ def open(path: Union[str, bytes, "PathLike[str]", int], mode: str = "r") -> File
     """Open a path or a descriptor (duplicated) for GPU-direct I/O."""
 
 def read_batch(items: Iterable[tuple]) -> list:
-    """Read (file, file_offset, size, dest[, dest_offset]) items at once; the byte counts."""
+    """Read (file, file_offset, size, dest[, dest_offset]) items at once, in no
+    set order (overlapping destinations get either item's bytes); the byte counts."""
 
 def configure(**settings: Union[int, str, bool]) -> dict:
     """Engine settings by keyword, before the first I/O of the process."""

@@ -91,6 +91,19 @@ def default_device() -> torch.device:
     return torch.device("cpu")
 
 
+def _dest(t: torch.Tensor):
+    """What to hand ``hipfile.read_batch`` for tensor ``t``: a CPU tensor
+    as a NumPy view of its bytes (the buffer protocol), a CUDA tensor as
+    itself. PyTorch's DLPack export of a CPU tensor (``__dlpack_device__``)
+    asks whether it is pinned, a CUDA call; in a DataLoader worker forked
+    from a process whose CUDA driver was initialised (by hipfile or another
+    library, without PyTorch knowing) that call fails with an initialization
+    error, although reading into host memory needs no CUDA at all."""
+    if t.device.type != "cpu":
+        return t
+    return t.reshape(-1).view(torch.uint8).numpy()
+
+
 class _SampleDataset(Dataset):
     def __init__(self, samples, dtype, shape, device):
         self.samples = samples
@@ -132,7 +145,7 @@ class _SampleDataset(Dataset):
         _size_for_worker()
         n = self.samples.nbytes(i)
         t = self._empty(self._sample_shape(n))
-        self.samples.read([i], [t])
+        self.samples.read([i], [_dest(t)])
         return t
 
     def __getitems__(self, indices: Sequence[int]) -> List[torch.Tensor]:
@@ -143,7 +156,7 @@ class _SampleDataset(Dataset):
             batch = self.read_batch(indices)
             return list(batch.unbind(0))
         out = [self._empty(self._sample_shape(n)) for n in sizes]
-        self.samples.read(list(indices), out)
+        self.samples.read(list(indices), [_dest(t) for t in out])
         return out
 
     def read_batch(self, indices: Sequence[int]) -> torch.Tensor:
@@ -157,7 +170,7 @@ class _SampleDataset(Dataset):
         shape = self._sample_shape(n)
         batch = self._empty((len(indices),) + tuple(shape))
         flat = batch.view(len(indices), -1)
-        self.samples.read(indices, list(flat.unbind(0)))
+        self.samples.read(indices, [_dest(row) for row in flat.unbind(0)])
         return batch
 
     def close(self) -> None:
