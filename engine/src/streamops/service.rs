@@ -337,17 +337,17 @@ struct Task {
 }
 
 enum TaskKind {
-    /// Read into a stage slot, then fill `desc` in (its length is what was
-    /// read) and set `ready[slot] = value`.
+    /// Read one piece of a stage into its slot; the last piece of the stage
+    /// to finish fills the descriptor in (its length is what was read) and
+    /// sets `ready[slot]`.
     ReadStage {
-        slot: usize,
+        join: Arc<StageJoin>,
+        piece: usize,
         host: *mut u8,
         len: usize,
         room: usize,
         off: u64,
         direct: bool,
-        desc: CopyDesc,
-        value: u32,
     },
     /// Write a filled stage slot to the file.
     WriteStage {
@@ -369,6 +369,25 @@ enum TaskKind {
 // lent to this one task by the stage protocol until its completion.
 unsafe impl Send for Task {}
 
+/// A stage read split into pieces that I/O threads run at once: one thread
+/// copies a page-cache read at a few GB/s, so a whole 4 MiB stage on one
+/// thread keeps the stream waiting for its first stage about four times as
+/// long as pieces on four threads do, and a stream op is that wait plus its
+/// copies.
+struct StageJoin {
+    slot: usize,
+    desc: CopyDesc,
+    value: u32,
+    /// Pieces still reading.
+    remaining: AtomicUsize,
+    /// Per piece: its length and outcome.
+    results: Mutex<Vec<(usize, Option<Result<usize>>)>>,
+}
+
+/// Bytes per piece of a stage read (the engine's worker chunks are of this
+/// order too: large enough that a `pread` is mostly copying).
+const STAGE_PIECE_BYTES: usize = 1 << 20;
+
 /// The outcome of a task.
 struct IoDone {
     lane: u64,
@@ -378,26 +397,32 @@ struct IoDone {
     result: Result<usize>,
 }
 
-fn run_task(t: Task, ctx: &mut IoCtx, stats: &Stats) -> IoDone {
+/// Run a task; `None` while other pieces of its stage are still reading.
+fn run_task(t: Task, ctx: &mut IoCtx, stats: &Stats) -> Option<IoDone> {
     let file = &t.op.file.0;
     let (slot, result) = match t.kind {
         TaskKind::ReadStage {
-            slot,
+            join,
+            piece,
             host,
             len,
             room,
             off,
             direct,
-            mut desc,
-            value,
         } => {
-            // SAFETY: the slot (room bytes at host) is the service's until it
-            // sets `ready` below.
+            // SAFETY: the piece (room bytes at host) is this task's until the
+            // stage's last piece sets `ready` below.
             let r = unsafe { io::read_into(ctx, file, host, len, room, off, direct) };
-            let r = count(stats, Direction::Read, r);
+            lock(&join.results)[piece].1 = Some(count(stats, Direction::Read, r));
+            // AcqRel: the last piece sees every other piece's bytes and result.
+            if join.remaining.fetch_sub(1, Ordering::AcqRel) != 1 {
+                return None;
+            }
+            let r = combine_results(&lock(&join.results));
+            let mut desc = join.desc;
             desc.len = *r.as_ref().unwrap_or(&0) as u64;
-            t.mem.release(slot, desc, value);
-            (Some(slot), r)
+            t.mem.release(join.slot, desc, join.value);
+            (Some(join.slot), r)
         }
         TaskKind::WriteStage {
             slot,
@@ -427,13 +452,13 @@ fn run_task(t: Task, ctx: &mut IoCtx, stats: &Stats) -> IoDone {
             (None, count(stats, t.op.dir, r))
         }
     };
-    IoDone {
+    Some(IoDone {
         lane: t.lane,
         gen: t.gen,
         k: t.k,
         slot,
         result,
-    }
+    })
 }
 
 /// Add an I/O result to the engine's path statistics; the byte count.
@@ -449,8 +474,41 @@ fn count(stats: &Stats, dir: Direction, r: Result<(usize, bool)>) -> Result<usiz
     Ok(n)
 }
 
+/// Tasks waiting for an I/O thread, served round-robin over lanes and in
+/// order within each: every stream's next stage goes before any stream's
+/// stages further ahead, where one queue in dispatch order would make the
+/// last stream to dispatch wait behind all the others' whole windows.
+#[derive(Default)]
+struct TaskQueue {
+    by_lane: HashMap<u64, VecDeque<Task>>,
+    /// Lanes with tasks, in the order they are served next.
+    turn: VecDeque<u64>,
+}
+
+impl TaskQueue {
+    fn push(&mut self, t: Task) {
+        let q = self.by_lane.entry(t.lane).or_default();
+        if q.is_empty() {
+            self.turn.push_back(t.lane);
+        }
+        q.push_back(t);
+    }
+
+    fn pop(&mut self) -> Option<Task> {
+        let lane = self.turn.pop_front()?;
+        let q = self.by_lane.get_mut(&lane)?;
+        let t = q.pop_front();
+        if q.is_empty() {
+            self.by_lane.remove(&lane);
+        } else {
+            self.turn.push_back(lane);
+        }
+        t
+    }
+}
+
 struct IoQueue {
-    tasks: VecDeque<Task>,
+    tasks: TaskQueue,
     idle: usize,
     threads: usize,
     /// Set once the poller has exited: no task can come any more.
@@ -497,7 +555,7 @@ impl Service {
             completions: Mutex::new(Vec::new()),
             poller: Mutex::new(None),
             io: Mutex::new(IoQueue {
-                tasks: VecDeque::new(),
+                tasks: TaskQueue::default(),
                 idle: 0,
                 threads: 0,
                 closing: false,
@@ -637,14 +695,15 @@ impl Service {
             if q.threads > 0 {
                 return false;
             }
-            q.tasks.pop_front()
+            q.tasks.pop()
         };
         let Some(task) = task else {
             return false;
         };
         let mut ctx = IoCtx::default();
-        let done = run_task(task, &mut ctx, &self.stats);
-        lock(&self.completions).push(done);
+        if let Some(done) = run_task(task, &mut ctx, &self.stats) {
+            lock(&self.completions).push(done);
+        }
         true
     }
 
@@ -831,30 +890,52 @@ impl Service {
                 // kernel then moves 16-byte vectors); an O_DIRECT read needs
                 // the slot's alignment instead.
                 let skew = if direct { 0 } else { (user % 16) as usize };
-                // SAFETY: skew < 16 <= SLOT_PAD: inside the slot.
-                let host = unsafe { stg.slot(s).add(skew) };
-                self.dispatch(Task {
-                    lane: run.op.lane,
-                    gen: run.op.gen,
-                    k,
-                    op: run.op.clone(),
-                    mem: mem.clone(),
-                    kind: TaskKind::ReadStage {
-                        slot: s,
-                        host,
-                        len,
-                        room: stg.stride() - skew,
-                        off,
-                        direct,
-                        desc: CopyDesc {
-                            dst: user,
-                            src: stg.dev + skew as u64,
-                            len: 0,
-                            reserved: 0,
-                        },
-                        value,
+                let room = stg.stride() - skew;
+                let pieces = len.div_ceil(STAGE_PIECE_BYTES);
+                let join = Arc::new(StageJoin {
+                    slot: s,
+                    desc: CopyDesc {
+                        dst: user,
+                        src: stg.dev + skew as u64,
+                        len: 0,
+                        reserved: 0,
                     },
+                    value,
+                    remaining: AtomicUsize::new(pieces),
+                    results: Mutex::new(
+                        (0..pieces)
+                            .map(|i| ((len - i * STAGE_PIECE_BYTES).min(STAGE_PIECE_BYTES), None))
+                            .collect(),
+                    ),
                 });
+                for i in 0..pieces {
+                    let at = i * STAGE_PIECE_BYTES;
+                    let piece_len = (len - at).min(STAGE_PIECE_BYTES);
+                    self.dispatch(Task {
+                        lane: run.op.lane,
+                        gen: run.op.gen,
+                        k,
+                        op: run.op.clone(),
+                        mem: mem.clone(),
+                        kind: TaskKind::ReadStage {
+                            join: join.clone(),
+                            piece: i,
+                            // SAFETY: skew + at < SLOT_PAD + len: inside the slot.
+                            host: unsafe { stg.slot(s).add(skew + at) },
+                            len: piece_len,
+                            // A piece before the last must not round up into
+                            // its neighbour: it is whole alignment units (an
+                            // O_DIRECT stage starts aligned, pieces are 1 MiB).
+                            room: if i + 1 == pieces {
+                                room - at
+                            } else {
+                                piece_len
+                            },
+                            off: off + at as u64,
+                            direct,
+                        },
+                    });
+                }
                 Slot::Reading { seq: q }
             }
             Direction::Write => {
@@ -934,7 +1015,7 @@ impl Service {
     /// than the engine's I/O threads run.
     fn dispatch(self: &Arc<Self>, task: Task) {
         let mut q = lock(&self.io);
-        q.tasks.push_back(task);
+        q.tasks.push(task);
         if q.idle > 0 {
             drop(q);
             self.io_cv.notify_one();
@@ -963,7 +1044,7 @@ impl Service {
             let task = {
                 let mut q = lock(&self.io);
                 loop {
-                    if let Some(t) = q.tasks.pop_front() {
+                    if let Some(t) = q.tasks.pop() {
                         break t;
                     }
                     if q.closing {
@@ -975,9 +1056,10 @@ impl Service {
                     q.idle -= 1;
                 }
             };
-            let done = run_task(task, &mut ctx, &self.stats);
-            lock(&self.completions).push(done);
-            self.unpark_poller();
+            if let Some(done) = run_task(task, &mut ctx, &self.stats) {
+                lock(&self.completions).push(done);
+                self.unpark_poller();
+            }
         }
     }
 
