@@ -251,6 +251,32 @@ fn an_io_error_in_a_middle_stage_reports_minus_one_and_releases_the_stream() {
 }
 
 #[test]
+fn an_io_error_in_one_piece_of_a_stage_fails_the_op() {
+    // A 4 MiB stage is read in 1 MiB pieces on several I/O threads: the
+    // third piece of the second stage (file offset 4 + 4 + 2 MiB) fails,
+    // the pieces around it succeed, and the op must still report -1.
+    let (_g, gpu) = setup();
+    let hits = fail_at(10 * MIB as u64, false);
+    let tf = TestFile::new("ioerrpiece", 20 * MIB);
+    let dev = gpu.device_alloc(0, 16 * MIB).unwrap();
+    let s = gpu.stream_create(0).unwrap();
+    let mut bad = P::new(12 * MIB, 4 * MIB as i64, 0);
+    let mut good = P::new(5 * MIB + 7, 3, 1);
+    assert_eq!(read(&tf, dev, &mut bad, s), 0);
+    assert_eq!(read(&tf, dev, &mut good, s), 0);
+    sync_within(&gpu, s, "read with an I/O error in one piece");
+    assert_eq!(bad.bytes, -1);
+    assert_eq!(hits.load(Ordering::Relaxed), 1);
+    assert_eq!(good.bytes as usize, 5 * MIB + 7, "the next op on the stream");
+    assert!(gpu.read_device(dev + 1, 5 * MIB + 7) == tf.data[3..3 + 5 * MIB + 7]);
+    no_faults(&gpu);
+    gpu.stream_destroy(s);
+    driver().set_fault_factory(None);
+    drop(tf);
+    teardown();
+}
+
+#[test]
 fn an_io_error_in_a_write_stage_reports_minus_one_and_releases_the_stream() {
     let (_g, gpu) = setup();
     let hits = fail_at(4 * MIB as u64, true);
