@@ -267,7 +267,11 @@ fn an_io_error_in_one_piece_of_a_stage_fails_the_op() {
     sync_within(&gpu, s, "read with an I/O error in one piece");
     assert_eq!(bad.bytes, -1);
     assert_eq!(hits.load(Ordering::Relaxed), 1);
-    assert_eq!(good.bytes as usize, 5 * MIB + 7, "the next op on the stream");
+    assert_eq!(
+        good.bytes as usize,
+        5 * MIB + 7,
+        "the next op on the stream"
+    );
     assert!(gpu.read_device(dev + 1, 5 * MIB + 7) == tf.data[3..3 + 5 * MIB + 7]);
     no_faults(&gpu);
     gpu.stream_destroy(s);

@@ -55,7 +55,8 @@
 //! leave open (execution-time binding: `*size_p` and the offsets are read
 //! only now), validates them, then for each stage, as soon as its slot's
 //! previous occupant is released (`back` written by the stream, and for a
-//! write its `pwrite` done): a read `pread`s into the slot, writes the
+//! write its `pwrite` done): a read `pread`s into the slot in 1 MiB pieces
+//! on several I/O threads, and the last piece to finish writes the
 //! descriptor and sets `ready`; a write writes the descriptor and sets
 //! `ready`, waits for `back` (the bytes are in the slot), then `pwrite`s.
 //! Stages past the execution-time size, or after EOF or an error, get a
