@@ -14,7 +14,8 @@
 #                  (pinned copy, raw O_DIRECT storage), ROUNDS rounds (default 2)
 #   loader         the data-loader shapes: many files, mid-size requests,
 #                  unregistered buffers (hipfile-bench jobs, the Python package)
-#   compare-peers  the loader shapes against KvikIO in the same run (its wheels
+#   compare-peers  the loader shapes from Python against KvikIO and against a C
+#                  program over libhipfile, in the same run (KvikIO's wheels
 #                  carried in .whl/)
 #   stats          what statistics cost (HIPFILE_STATS_LEVEL 1 against 0, in
 #                  alternating order) and what ais-stats and hipfile-check show
@@ -208,9 +209,12 @@ if has compare-peers; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
     "$C"/hipfile-*.whl $( [ -d .whl ] && echo .whl/*.whl ) > "$OUT/pip.txt" 2>&1
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  # The C side: a C program over libhipfile (python/bench/loader_shapes_c.c).
+  nvcc -O2 -I include python/bench/loader_shapes_c.c -o "$WORK/loader_shapes_c" -L "$C" -lhipfile \
+    -Xlinker -rpath="$C" 2>&1 | tail -5
   PYTHONUNBUFFERED=1 timeout "${PEERS_TIMEOUT:-400}" python3 python/bench/loader_shapes.py \
     --dir "$WORK/shapes" $( [ "${PEERS_COLD:-1}" = 1 ] && echo --drop-caches ) \
-    --c-lib "$C/libhipfile.so" ${PEERS_ARGS:-} \
+    --c-prog "$WORK/loader_shapes_c" ${PEERS_ARGS:-} \
     > "$OUT/loader_shapes.txt" 2>&1
   echo "loader_shapes: exit $?" | tee -a "$OUT/summary.md"
   grep -E '^\|' "$OUT/loader_shapes.txt" >> "$OUT/summary.md"

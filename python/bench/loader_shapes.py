@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Loader shapes into GPU memory, in one run: hipfile from Python, KvikIO,
-and hipfile driven from C (ctypes over libhipfile.so: the same C calls a C
-loader makes), hot and cold.
+and hipfile driven from C, hot and cold. The C side is the program
+python/bench/loader_shapes_c.c (--c-prog: built with nvcc on the GPU
+machine, it times each pass itself), or else the same C calls made through
+ctypes over libhipfile.so (--c-lib), whose per-call cost in the interpreter
+is then part of the C figure.
 
 Shapes:
   small   8192 files x 256 KiB, read in batches of --batch files
@@ -47,6 +50,7 @@ import json
 import mmap
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -332,12 +336,35 @@ class CLib:
         os.close(fd)
 
 
+class CProg:
+    """The C side as a separate program (loader_shapes_c.c) that runs one
+    pass per command and answers with the pass's own wall time."""
+
+    def __init__(self, path):
+        self.proc = subprocess.Popen([path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+
+    def _run(self, cmd):
+        self.proc.stdin.write(cmd + "\n")
+        self.proc.stdin.flush()
+        reply = self.proc.stdout.readline().split(maxsplit=1)
+        if not reply or reply[0] != "ok":
+            raise RuntimeError(f"loader_shapes_c: {cmd}: {' '.join(reply) or 'no answer'}")
+        return float(reply[1])
+
+    def files(self, paths, size, batch, dev):
+        return self._run(f"files {os.path.dirname(paths[0])} {size} {len(paths)} {batch}")
+
+    def seq(self, path, size, request, dev):
+        return self._run(f"seq {path} {size} {request}")
+
+
 # -----------------------------------------------------------------------------
 
 
 def measure(fn, nbytes, cold, repeat, dev, paths):
     """Median GB/s of `repeat` timed runs of `fn`, every run's GB/s, and the
-    fraction of the files' pages that were cached as each timed run started."""
+    fraction of the files' pages that were cached as each timed run started.
+    A side that times itself returns its pass's seconds from `fn`."""
     rates = []
     cached = []
     if not cold:
@@ -351,9 +378,10 @@ def measure(fn, nbytes, cold, repeat, dev, paths):
         cached.append(cached_fraction(paths))
         dev.sync()
         t0 = time.perf_counter()
-        fn()
+        own = fn()
         dev.sync()
-        rates.append(nbytes / (time.perf_counter() - t0) / 1e9)
+        secs = own if isinstance(own, float) else time.perf_counter() - t0
+        rates.append(nbytes / secs / 1e9)
     return statistics.median(rates), rates, cached
 
 
@@ -364,7 +392,8 @@ def main():
     ap.add_argument("--batch", type=int, default=64, help="files per batch for small and mid")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--drop-caches", action="store_true", help="also measure cold (root)")
-    ap.add_argument("--c-lib", default=None, help="libhipfile.so for the C side (default: .carry/ or target/release/)")
+    ap.add_argument("--c-lib", default=None, help="libhipfile.so for the C side through ctypes (default: .carry/ or target/release/)")
+    ap.add_argument("--c-prog", default=None, help="the C side as a program: loader_shapes_c built with nvcc")
     ap.add_argument("--no-kvikio", action="store_true")
     ap.add_argument("--no-c", action="store_true")
     ap.add_argument("--mem", choices=["device", "host"], default="device", help="where the reads land")
@@ -372,7 +401,11 @@ def main():
 
     kvikio = None if args.no_kvikio else kvikio_module()
     clib = None
-    if not args.no_c:
+    if args.c_prog and not args.no_c:
+        if args.mem != "device":
+            sys.exit("--c-prog reads into device memory only: use --c-lib with --mem host")
+        clib = CProg(os.path.abspath(args.c_prog))
+    elif not args.no_c:
         path = args.c_lib
         if path is None:
             for cand in (".carry/libhipfile.so", "target/release/libhipfile.so"):
