@@ -25,8 +25,9 @@ KVIKIO_TASK_SIZE, set before it is imported). Cold: the page cache is dropped
 without --drop-caches only hot rows are measured. Hot: before every side the
 files are read once with plain buffered reads, then once by the side itself
 (untimed, to start its threads), and before every timed run any file the page
-cache lost is read again. The side's own pass cannot be the warm-up: hipfile
-reads ranges the page cache lacks with O_DIRECT, which leaves them uncached,
+cache lost is read again. The sides take turns run by run, so that the
+machine's drift moves them alike. The side's own pass cannot be the warm-up:
+hipfile reads ranges the page cache lacks with O_DIRECT, which leaves them uncached,
 so after a cold run (or on a machine whose cache dropped the files) a hipfile
 "hot" row would read from the disk. Each cell is the median of --repeat runs.
 The "cached" column is the fraction of the files' pages in the page cache
@@ -361,28 +362,34 @@ class CProg:
 # -----------------------------------------------------------------------------
 
 
-def measure(fn, nbytes, cold, repeat, dev, paths):
-    """Median GB/s of `repeat` timed runs of `fn`, every run's GB/s, and the
-    fraction of the files' pages that were cached as each timed run started.
-    A side that times itself returns its pass's seconds from `fn`."""
-    rates = []
-    cached = []
+def measure(sides, nbytes, cold, repeat, dev, paths):
+    """Per side: the median GB/s of `repeat` timed runs, every run's GB/s,
+    and the fraction of the files' pages that were cached as each timed run
+    started. The sides take turns run by run (A B C, A B C, ...), so that a
+    machine whose speed drifts over a minute, as these shared ones do by up
+    to 50 %, moves every side alike instead of favouring whichever ran
+    first. A side that times itself returns its pass's seconds from its
+    function."""
+    rates = {side: [] for side in sides}
+    cached = {side: [] for side in sides}
     if not cold:
-        warm_page_cache(paths)
-        fn()  # the side's own threads and buffers, untimed
-    for _ in range(repeat):
-        if cold:
-            drop_caches()
-        else:
+        for fn in sides.values():
             warm_page_cache(paths)
-        cached.append(cached_fraction(paths))
-        dev.sync()
-        t0 = time.perf_counter()
-        own = fn()
-        dev.sync()
-        secs = own if isinstance(own, float) else time.perf_counter() - t0
-        rates.append(nbytes / secs / 1e9)
-    return statistics.median(rates), rates, cached
+            fn()  # the side's own threads and buffers, untimed
+    for _ in range(repeat):
+        for side, fn in sides.items():
+            if cold:
+                drop_caches()
+            else:
+                warm_page_cache(paths)
+            cached[side].append(cached_fraction(paths))
+            dev.sync()
+            t0 = time.perf_counter()
+            own = fn()
+            dev.sync()
+            secs = own if isinstance(own, float) else time.perf_counter() - t0
+            rates[side].append(nbytes / secs / 1e9)
+    return {side: (statistics.median(rates[side]), rates[side], cached[side]) for side in sides}
 
 
 def main():
@@ -443,17 +450,16 @@ def main():
             }
         for mode in modes:
             row = {"shape": shape, "mode": mode}
-            for side, fn in sides.items():
-                if fn:
-                    med, all_, cached = measure(fn, nbytes, mode == "cold", args.repeat, dev, paths)
-                    row[side] = med
-                    row[side + "_runs"] = all_
-                    row[side + "_cached"] = cached
-                    # The row's worst case: the least cached hot run, the most cached cold one.
-                    worst = min if mode == "hot" else max
-                    cached = worst(cached)
-                    row["cached"] = worst(row.get("cached", cached), cached)
-                    log(f"{shape} {mode} {side}: {med:.2f} GB/s {['%.2f' % r for r in all_]} (cached {cached:.3f})")
+            live = {side: fn for side, fn in sides.items() if fn}
+            for side, (med, all_, cached) in measure(live, nbytes, mode == "cold", args.repeat, dev, paths).items():
+                row[side] = med
+                row[side + "_runs"] = all_
+                row[side + "_cached"] = cached
+                # The row's worst case: the least cached hot run, the most cached cold one.
+                worst = min if mode == "hot" else max
+                cached = worst(cached)
+                row["cached"] = worst(row.get("cached", cached), cached)
+                log(f"{shape} {mode} {side}: {med:.2f} GB/s {['%.2f' % r for r in all_]} (cached {cached:.3f})")
             rows.append(row)
         del dev
 
