@@ -58,6 +58,43 @@ fn execution_time_values_bind_a_multi_stage_read() {
 }
 
 #[test]
+fn stages_that_move_nothing_leave_earlier_destinations_alone() {
+    // A read of 8 stages fills every stage slot and leaves each slot's
+    // descriptor behind. The next op reuses slots 0..3 with its size
+    // lowered to one stage before the stream gets there: the stages that
+    // then move nothing must not repeat the old descriptors (which would
+    // copy the staging over the first op's destination).
+    let (_g, gpu) = setup();
+    let tf = TestFile::new("stale", 40 * MIB);
+    let dev = gpu.device_alloc(0, 56 * MIB).unwrap();
+    let s = gpu.stream_create(0).unwrap();
+    let mut first = P::new(32 * MIB, 0, 0);
+    assert_eq!(read(&tf, dev, &mut first, s), 0);
+    sync_within(&gpu, s, "the first read");
+    assert_eq!(first.bytes as usize, 32 * MIB);
+    // The application reuses the first destination: a replayed copy would
+    // put the file's bytes back over what it wrote.
+    let mine = vec![0x5a_u8; 32 * MIB];
+    gpu.write_device(dev, &mine);
+    let gate = Gate::holding(&gpu, s);
+    let mut second = P::new(12 * MIB, 32 * MIB as i64, 40 * MIB as i64);
+    assert_eq!(read(&tf, dev, &mut second, s), 0);
+    second.size = MIB;
+    gate.release();
+    sync_within(&gpu, s, "the lowered read");
+    assert_eq!(second.bytes as usize, MIB);
+    assert!(gpu.read_device(dev + 40 * MIB as u64, MIB) == tf.data[32 * MIB..33 * MIB]);
+    assert!(
+        gpu.read_device(dev, 32 * MIB) == mine,
+        "the first read's destination was written again"
+    );
+    no_faults(&gpu);
+    gpu.stream_destroy(s);
+    drop(tf);
+    teardown();
+}
+
+#[test]
 fn flags_0xf_keep_the_submit_time_values_of_a_multi_stage_write() {
     let (_g, gpu) = setup();
     let tf = TestFile::new("fixedwrite", 24 * MIB);
