@@ -49,6 +49,20 @@ struct Inner {
     streams: OnceLock<crate::streamops::StreamOps>,
 }
 
+/// The pass a write request holds while it runs ([`File::write_pass`]);
+/// none for a read.
+fn write_pass(req: &IoRequest) -> crate::file::WritePass {
+    if req.dir != Direction::Write {
+        return crate::file::WritePass::none();
+    }
+    let host_src = match req.mem {
+        Memory::Host(p) => Some(p as u64),
+        Memory::Device { .. } => None,
+    };
+    req.file
+        .write_pass(req.file_offset, req.size.min(MAX_RW_COUNT), host_src)
+}
+
 impl Drop for Inner {
     fn drop(&mut self) {
         if self.generation != crate::fork::generation() {
@@ -286,6 +300,17 @@ impl Engine {
         // Batch and stream callers keep many requests in flight themselves:
         // whole chunks only, so a 1 MiB entry is one piece of work, not eight.
         let done = crate::stats::record::track_submit(&req, done);
+        let pass = write_pass(&req);
+        let done = if pass.holds() {
+            // The pass is let go once the write has finished, on the thread
+            // that finishes it.
+            Completion::Callback(Box::new(move |r| {
+                let flushed = pass.finish();
+                done.fire(r.and_then(|n| flushed.map(|()| n)));
+            }))
+        } else {
+            done
+        };
         self.submit_split(req, done, false)
     }
 
@@ -410,6 +435,7 @@ impl Engine {
     unsafe fn transfer_uncounted(&self, mut req: IoRequest) -> Result<usize> {
         let fsync_fd = (req.dir == Direction::Write && self.inner.cfg.write_sync)
             .then_some(req.file.buffered_fd);
+        let pass = write_pass(&req);
         req.durable = fsync_fd.is_some();
         let auto = self.inner.cfg.read_mode == ReadMode::Auto;
         let max = self.inner.cfg.inline_max_bytes;
@@ -440,6 +466,7 @@ impl Engine {
             self.submit_split(req, Completion::Wait(w.clone()), true);
             w.wait()?
         };
+        pass.finish()?;
         if let Some(fd) = fsync_fd {
             // Durability as upstream's sync write (fdatasync per chunk there; one
             // per request here, before the call returns: the same guarantee).

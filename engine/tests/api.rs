@@ -376,3 +376,70 @@ fn an_engine_from_before_fork_is_refused_in_the_child_and_a_new_one_works() {
     );
     assert_eq!(f.read(buf.as_mut_slice(), 0).unwrap(), 1 << 20);
 }
+
+#[test]
+fn async_writes_of_two_sizes_on_an_o_direct_descriptor_never_fail_with_eio() {
+    // Each write's aligned part goes around the page cache and its tail
+    // through it; the longer writes cover, O_DIRECT, the pages the shorter
+    // ones' tails put in the page cache. The engine keeps the two kinds
+    // apart, so no write fails and the descriptor's fdatasync succeeds.
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let t = TempFile::new("odirect2", b"");
+    let path = std::ffi::CString::new(t.0.to_str().unwrap()).unwrap();
+    // SAFETY: a plain open of our own test file.
+    let raw = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_DIRECT) };
+    if raw < 0 {
+        eprintln!("O_DIRECT refused here: {}", std::io::Error::last_os_error());
+        return;
+    }
+    // SAFETY: `raw` was just opened and is owned here.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let probe = fd.as_raw_fd();
+    let f = Arc::new(host_engine().open_fd(fd).unwrap());
+    let sizes = [(1 << 20) + 100, (2 << 20) + 100];
+    // Write-back keeps starting while the writers run (what makes a page
+    // the tail write dirtied busy when an O_DIRECT write wants it gone).
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let syncer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut eio = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // SAFETY: fdatasync only names a descriptor, open until the
+                // writers are joined (this thread is joined before `f` drops).
+                if unsafe { libc::fdatasync(probe) } != 0 {
+                    eio += 1;
+                }
+            }
+            eio
+        })
+    };
+    let writers: Vec<_> = sizes
+        .iter()
+        .map(|&size| {
+            let f = f.clone();
+            std::thread::spawn(move || {
+                let data = pattern(size, 3);
+                let mut failed = 0;
+                for _ in 0..150 {
+                    // Eight in flight, as a batch would have them.
+                    let futs: Vec<_> = (0..8).map(|_| f.write_async(data.clone(), 0)).collect();
+                    for fu in futs {
+                        if fu.wait().0.is_err() {
+                            failed += 1;
+                        }
+                    }
+                }
+                failed
+            })
+        })
+        .collect();
+    let failed: Vec<usize> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let sync_failures = syncer.join().unwrap();
+    assert_eq!(failed, vec![0, 0], "writes that failed, per writer");
+    assert_eq!(sync_failures, 0, "fdatasync calls that failed meanwhile");
+    // SAFETY: fdatasync only names a descriptor (still open: `f` owns it).
+    let r = unsafe { libc::fdatasync(probe) };
+    assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+}

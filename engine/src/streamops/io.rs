@@ -15,6 +15,7 @@ use crate::ring::Op;
 #[cfg(feature = "testing")]
 use crate::ring::{Cqe, FaultPlan};
 use crate::worker::Faults;
+use std::sync::Arc;
 
 /// Per-thread I/O context: with the `testing` feature, a fault plan that
 /// rewrites each call's result as it would a ring completion.
@@ -173,6 +174,27 @@ pub(crate) unsafe fn read_into(
 /// `src..src+len` must be readable and unchanged until the call returns.
 pub(crate) unsafe fn write_from(
     ctx: &mut IoCtx,
+    file: &Arc<File>,
+    src: *const u8,
+    len: usize,
+    off: u64,
+) -> Result<(usize, bool)> {
+    // Apart from this process's writes of the other kind (File::write_pass).
+    let pass = file.write_pass(off, len, Some(src as u64));
+    // SAFETY: the caller's promise is passed on.
+    let r = unsafe { write_unpassed(ctx, file, src, len, off) };
+    let flushed = pass.finish();
+    let (n, direct) = r?;
+    flushed?;
+    Ok((n, direct))
+}
+
+/// [`write_from`] without the pass.
+///
+/// # Safety
+/// As for [`write_from`].
+unsafe fn write_unpassed(
+    ctx: &mut IoCtx,
     file: &File,
     src: *const u8,
     len: usize,
@@ -279,7 +301,7 @@ mod tests {
         };
         let data = *b"XY";
         // SAFETY: `data` is live for the call.
-        let r = unsafe { write_from(&mut IoCtx::default(), &f, data.as_ptr(), 2, 2) };
+        let r = unsafe { write_from(&mut IoCtx::default(), &Arc::new(f), data.as_ptr(), 2, 2) };
         if crate::file::noappend_flag() != 0 {
             assert_eq!(r, Ok((2, false)));
             assert_eq!(contents(&s), b"abXYefgh");
