@@ -11,7 +11,8 @@ def tdir(tmp_path):
     works) when set, else pytest's tmp_path."""
     base = os.environ.get("HIPFILE_TEST_DIR")
     if not base:
-        return tmp_path
+        yield tmp_path
+        return
     d = os.path.join(base, "py-" + uuid.uuid4().hex[:12])
     os.makedirs(d)
     yield d

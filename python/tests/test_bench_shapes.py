@@ -53,6 +53,21 @@ def test_cached_fraction_sees_a_file_read_into_the_page_cache(evicted, shapes):
 
 def test_hot_measurement_fills_the_page_cache_for_a_side_that_does_not(evicted, shapes):
     runs = []
-    _, rates, cached = shapes.measure(lambda: runs.append(1), 8 << 20, False, 2, NoDevice(), [evicted])
+    out = shapes.measure({"side": lambda: runs.append(1)}, 8 << 20, False, 2, NoDevice(), [evicted])
+    _, rates, cached = out["side"]
     assert len(rates) == 2 and len(runs) == 3  # one untimed pass, two timed
     assert cached == [1.0, 1.0]
+
+
+def test_sides_take_turns_run_by_run(evicted, shapes):
+    order = []
+    sides = {"a": lambda: order.append("a"), "b": lambda: order.append("b")}
+    out = shapes.measure(sides, 8 << 20, False, 3, NoDevice(), [evicted])
+    assert set(out) == {"a", "b"} and all(len(out[s][1]) == 3 for s in out)
+    # One untimed pass each, then the timed runs alternating.
+    assert order == ["a", "b", "a", "b", "a", "b", "a", "b"]
+
+
+def test_a_side_that_times_itself_is_taken_at_its_word(evicted, shapes):
+    out = shapes.measure({"c": lambda: 0.5}, 1 << 30, False, 2, NoDevice(), [evicted])
+    assert out["c"][1] == [pytest.approx(2.147483648), pytest.approx(2.147483648)]
