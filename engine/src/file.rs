@@ -400,6 +400,16 @@ impl File {
         Some((fd, a))
     }
 
+    /// Whether an O_DIRECT transfer of `len` bytes at `off`, to or from
+    /// address `addr` (None: an aligned bounce slot), fits alignment `align`
+    /// (from [`File::direct`]) and the file's memory alignment. The one rule
+    /// every path uses to pick O_DIRECT or the page cache, and so the one
+    /// [`File::write_pass`] must agree with.
+    pub(crate) fn dio_fits(&self, align: u64, off: u64, len: u64, addr: Option<u64>) -> bool {
+        let mem = self.dio_mem_align.max(1) as u64;
+        off % align == 0 && len % align == 0 && addr.is_none_or(|p| p % mem == 0)
+    }
+
     /// Open the O_DIRECT descriptor through /proc/self/fd, and check that it
     /// reaches the inode that was registered. Any failure leaves the file on
     /// the page cache, with a log line: I/O still works, only slower.
@@ -1047,27 +1057,21 @@ impl File {
         let Some((_, a)) = self.direct() else {
             return WritePass::none();
         };
-        let mem = self.dio_mem_align.max(1) as u64;
-        let direct = off % a == 0 && len as u64 % a == 0 && host_src.is_none_or(|p| p % mem == 0);
-        if direct {
+        let cached = if self.dio_fits(a, off, len as u64, host_src) {
             self.write_gate.enter_direct();
-            WritePass {
-                held: Some(Held {
-                    file: self.clone(),
-                    cached: None,
-                }),
-            }
+            None
         } else {
             self.write_gate.enter_cached();
             // The whole pages the write touches.
             let start = off - off % PAGE;
             let end = (off + len as u64).next_multiple_of(PAGE);
-            WritePass {
-                held: Some(Held {
-                    file: self.clone(),
-                    cached: Some((start, end - start)),
-                }),
-            }
+            Some((start, end - start))
+        };
+        WritePass {
+            held: Some(Held {
+                file: self.clone(),
+                cached,
+            }),
         }
     }
 }

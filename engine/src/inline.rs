@@ -135,9 +135,8 @@ pub(crate) fn host_io(req: &IoRequest, stats: &Stats, via_huge_page: bool) -> Re
     // O_DIRECT was refused with EINVAL: the page cache from then on.
     let mut no_direct = false;
     let aligned = |off: u64, ptr: usize, len: usize| {
-        f.direct().is_some_and(|(_, a)| {
-            off % a == 0 && len as u64 % a == 0 && ptr as u64 % f.dio_mem_align.max(1) as u64 == 0
-        })
+        f.direct()
+            .is_some_and(|(_, a)| f.dio_fits(a, off, len as u64, Some(ptr as u64)))
     };
     let mut done = 0usize;
     let mut retries = 0u32;

@@ -210,11 +210,8 @@ unsafe fn write_unpassed(
     // Writes go around the page cache only where the caller asked for that
     // by opening the file with O_DIRECT (as the sync path). `direct()` is not
     // asked otherwise: it would open a descriptor.
-    let aligned = |a: u64| {
-        off % a == 0 && len as u64 % a == 0 && src as u64 % file.dio_mem_align.max(1) as u64 == 0
-    };
     let mut fd = match file.client_direct.then(|| file.direct()).flatten() {
-        Some((dfd, a)) if aligned(a) => dfd,
+        Some((dfd, a)) if file.dio_fits(a, off, len as u64, Some(src as u64)) => dfd,
         _ => file.buffered_fd,
     };
     let mut done = 0usize;

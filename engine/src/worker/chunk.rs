@@ -423,13 +423,7 @@ impl ChunkIo {
             None
         };
         let fd = match direct {
-            Some((dfd, align))
-                if cur % align == 0
-                    && rem % align == 0
-                    && src as u64 % file.dio_mem_align.max(1) as u64 == 0 =>
-            {
-                dfd
-            }
+            Some((dfd, align)) if file.dio_fits(align, cur, rem, Some(src as u64)) => dfd,
             _ => file.buffered_fd,
         };
         let op = Op::Write {
