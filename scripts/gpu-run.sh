@@ -212,9 +212,20 @@ if has compare-peers; then
   # The C side: a C program over libhipfile (python/bench/loader_shapes_c.c).
   nvcc -O2 -I include python/bench/loader_shapes_c.c -o "$WORK/loader_shapes_c" -L "$C" -lhipfile \
     -Xlinker -rpath="$C" 2>&1 | tail -5
+  # Every other build in BUILDS with a libhipfile.so: its own C side, in the
+  # same turns (a before/after comparison of the library on these shapes).
+  also=()
+  for b in $BUILDS; do
+    [ "$b" != . ] && [ -f "$C/$b/libhipfile.so" ] || continue
+    # DT_RPATH (not RUNPATH) so that it wins over the LD_LIBRARY_PATH=$C above.
+    nvcc -O2 -I include python/bench/loader_shapes_c.c -o "$WORK/loader_shapes_c-$b" -L "$C/$b" -lhipfile \
+      -Xlinker --disable-new-dtags -Xlinker -rpath="$C/$b" 2>&1 | tail -5
+    ldd "$WORK/loader_shapes_c-$b" | grep hipfile >> "$OUT/summary.md"
+    also+=(--c-prog-also "$b=$WORK/loader_shapes_c-$b")
+  done
   PYTHONUNBUFFERED=1 timeout "${PEERS_TIMEOUT:-400}" python3 python/bench/loader_shapes.py \
     --dir "$WORK/shapes" $( [ "${PEERS_COLD:-1}" = 1 ] && echo --drop-caches ) \
-    --c-prog "$WORK/loader_shapes_c" ${PEERS_ARGS:-} \
+    --c-prog "$WORK/loader_shapes_c" "${also[@]}" ${PEERS_ARGS:-} \
     > "$OUT/loader_shapes.txt" 2>&1
   echo "loader_shapes: exit $?" | tee -a "$OUT/summary.md"
   grep -E '^\|' "$OUT/loader_shapes.txt" >> "$OUT/summary.md"

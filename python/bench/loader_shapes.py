@@ -401,6 +401,13 @@ def main():
     ap.add_argument("--drop-caches", action="store_true", help="also measure cold (root)")
     ap.add_argument("--c-lib", default=None, help="libhipfile.so for the C side through ctypes (default: .carry/ or target/release/)")
     ap.add_argument("--c-prog", default=None, help="the C side as a program: loader_shapes_c built with nvcc")
+    ap.add_argument(
+        "--c-prog-also",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="another build's loader_shapes_c, run as side c-NAME in the same turns (a before/after comparison)",
+    )
     ap.add_argument("--no-kvikio", action="store_true")
     ap.add_argument("--no-c", action="store_true")
     ap.add_argument("--mem", choices=["device", "host"], default="device", help="where the reads land")
@@ -423,6 +430,15 @@ def main():
             sys.exit("no libhipfile.so for the C side: pass --c-lib or --no-c")
         clib = CLib(os.path.abspath(path))
 
+    also = {}
+    for spec in args.c_prog_also:
+        name, _, path = spec.partition("=")
+        if not name or not path:
+            sys.exit(f"--c-prog-also wants NAME=PATH, not {spec!r}")
+        if args.mem != "device":
+            sys.exit("--c-prog-also reads into device memory only")
+        also["c-" + name] = CProg(os.path.abspath(path))
+
     Buffer = HostBuffer if args.mem == "host" else DeviceBuffer
     modes = ["hot"] + (["cold"] if args.drop_caches else [])
     rows = []
@@ -440,6 +456,8 @@ def main():
                 "kvikio": kvikio and (lambda: kv_seq(kvikio, paths[0], size, req, dev)),
                 "c": clib and (lambda: clib.seq(paths[0], size, req, dev)),
             }
+            for name, prog in also.items():
+                sides[name] = lambda prog=prog: prog.seq(paths[0], size, req, dev)
         else:
             batch = min(args.batch, len(paths))
             dev = Buffer(batch * size)
@@ -448,6 +466,8 @@ def main():
                 "kvikio": kvikio and (lambda: kv_files(kvikio, paths, size, batch, dev)),
                 "c": clib and (lambda: clib.files(paths, size, batch, dev)),
             }
+            for name, prog in also.items():
+                sides[name] = lambda prog=prog: prog.files(paths, size, batch, dev)
         for mode in modes:
             row = {"shape": shape, "mode": mode}
             live = {side: fn for side, fn in sides.items() if fn}
@@ -479,6 +499,12 @@ def main():
             f"| {cell(r, 'python')} | {cell(r, 'kvikio')} | {cell(r, 'c')} "
             f"| {ratio(r, 'python', 'kvikio')} | {ratio(r, 'python', 'c')} |"
         )
+    if also:
+        lines += ["", "| shape | mode | hipfile C GB/s | " + " | ".join(f"{n} GB/s | C / {n}" for n in also) + " |"]
+        lines.append("|---|---|---|" + "---|---|" * len(also))
+        for r in rows:
+            extra = " | ".join(f"{cell(r, n)} | {ratio(r, 'c', n)}" for n in also)
+            lines.append(f"| {r['shape']} | {r['mode']} | {cell(r, 'c')} | {extra} |")
     table = "\n".join(lines)
     print(table)
     out = os.environ.get("OUT")
