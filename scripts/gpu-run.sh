@@ -173,6 +173,7 @@ sync-rand4k-qd1|cold|$f --bs=4k --iodepth=1 --rw=randread --ioengine=hipfile-syn
 posix-rand4k-qd1|cold|$f --bs=4k --iodepth=1 --rw=randread --ioengine=posix --direct=1 $dev $t3
 copy-d2h|-|$f --bs=4M --iodepth=4 --rw=write --ioengine=copy $dev --time_based --runtime=2
 raw-write|-|$w --bs=1M --iodepth=32 --rw=write --ioengine=raw --direct=1 --mem=host --iomem=mmaphuge
+raw-write-durable|-|$w --bs=1M --iodepth=32 --rw=write --ioengine=raw --direct=1 --mem=host --iomem=mmaphuge --fdatasync=256
 sync-write-buffered|-|$w --bs=256M --rw=write --ioengine=hipfile-sync $dev --direct=0
 sync-write-direct|-|$w --bs=256M --rw=write --ioengine=hipfile-sync $dev --direct=1
 EOF
