@@ -176,11 +176,6 @@ pub const PIECES_PER_WORKER: usize = 2;
 /// 16 MiB sync reads on the H200 12–15 % slower than one piece per worker.
 pub const MIN_PIECE_BYTES: usize = 2 << 20;
 
-/// First piece of a large synchronous read into device memory (see
-/// `request::ramped_pieces`): the link starts after one 1 MiB page-cache
-/// copy per worker instead of one whole chunk.
-pub const RAMP_FIRST_BYTES: usize = 1 << 20;
-
 impl Default for Config {
     fn default() -> Self {
         let cores = std::thread::available_parallelism()

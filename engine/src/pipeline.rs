@@ -17,7 +17,7 @@ use crate::error::{Error, OpError, Result};
 use crate::file::File;
 use crate::gpu::{self, Gpu, PtrInfo};
 use crate::queue::WorkQueue;
-use crate::request::{pieces, ramped_pieces, split_bytes, Chunk, ReqState};
+use crate::request::{pieces, split_bytes, Chunk, ReqState};
 use crate::stats::{Stats, StatsSnapshot};
 use crate::worker::{self, WorkerHandle};
 use crate::MAX_RW_COUNT;
@@ -326,40 +326,29 @@ impl Engine {
             done.fire(Err(e));
             return;
         }
-        let cfg = &self.inner.cfg;
+        let chunk = if spread {
+            let cfg = &self.inner.cfg;
+            // Cut for every worker the engine may have, not those running:
+            // the pieces are what makes the push start the rest.
+            split_bytes(
+                size,
+                cfg.io_threads,
+                crate::config::PIECES_PER_WORKER,
+                cfg.chunk_bytes,
+            )
+        } else {
+            self.inner.cfg.chunk_bytes
+        } as u64;
         let start = req.file_offset;
         let end = start + size as u64;
-        // Cut for every worker the engine may have, not those running: the
-        // pieces are what makes the push start the rest.
-        let ramped = (spread && req.dir == Direction::Read && req.mem.is_device())
-            .then(|| {
-                ramped_pieces(
-                    start,
-                    size,
-                    cfg.io_threads,
-                    crate::config::RAMP_FIRST_BYTES,
-                    cfg.chunk_bytes,
-                )
-            })
-            .flatten();
-        let cuts = ramped.unwrap_or_else(|| {
-            let chunk = if spread {
-                split_bytes(
-                    size,
-                    cfg.io_threads,
-                    crate::config::PIECES_PER_WORKER,
-                    cfg.chunk_bytes,
-                )
-            } else {
-                cfg.chunk_bytes
-            };
-            pieces(start, size, chunk as u64).collect()
-        });
-        let state = Arc::new(ReqState::new(&req, cuts.iter().map(|c| c.1), done));
+        let state = Arc::new(ReqState::new(
+            &req,
+            pieces(start, size, chunk).map(|(_, len)| len),
+            done,
+        ));
         let queued_at = std::time::Instant::now();
         let cold = self.cold_reads(&req, start, end);
-        let chunks: Vec<Chunk> = cuts
-            .into_iter()
+        let chunks: Vec<Chunk> = pieces(start, size, chunk)
             .enumerate()
             .map(|(idx, (off, len))| Chunk {
                 req: state.clone(),

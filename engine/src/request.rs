@@ -389,80 +389,6 @@ pub(crate) fn pieces(start: u64, size: usize, piece: u64) -> impl Iterator<Item 
     })
 }
 
-/// The cuts of a large synchronous read into device memory: a wave of
-/// `workers` small pieces first (`first`, then twice that, up to `chunk`),
-/// whole chunks in the middle, and the same waves in reverse at the end.
-/// Every worker reads its first piece from the page cache before any byte
-/// of the request can cross the link, and the link then carries the last
-/// wave alone after the reads are done; small first and last pieces shorten
-/// both stretches where one side waits for the other (a 4 MiB page-cache
-/// copy takes about 1.2 ms per thread on the H200 with 16 threads copying,
-/// a 256 MiB request about 6.5 ms). None where the request cannot hold both
-/// ramps and a wave of whole chunks between them: the caller cuts it evenly.
-/// Cuts fall on multiples of `first` in file space, so a cold piece keeps
-/// O_DIRECT's alignment whenever the request has it.
-pub(crate) fn ramped_pieces(
-    start: u64,
-    size: usize,
-    workers: usize,
-    first: usize,
-    chunk: usize,
-) -> Option<Vec<(u64, usize)>> {
-    if first == 0 || first >= chunk || workers == 0 {
-        return None;
-    }
-    let mut waves = Vec::new();
-    let mut piece = first;
-    while piece < chunk {
-        waves.push(piece);
-        piece *= 2;
-    }
-    let ramp: usize = waves.iter().sum::<usize>() * workers;
-    if size < 2 * ramp + workers * chunk {
-        return None;
-    }
-    // Ideal boundaries, relative to `start`: the rising waves, whole chunks
-    // up to where the falling waves begin, then the falling waves.
-    let mut bounds = Vec::new();
-    let mut at = 0;
-    for &p in &waves {
-        for _ in 0..workers {
-            at += p;
-            bounds.push(at);
-        }
-    }
-    let down = size - ramp;
-    while at + chunk < down {
-        at += chunk;
-        bounds.push(at);
-    }
-    at = down;
-    bounds.push(at);
-    for &p in waves.iter().rev() {
-        for _ in 0..workers {
-            at += p;
-            bounds.push(at);
-        }
-    }
-    // Each boundary moved down to a multiple of `first` in file space; the
-    // last piece ends at the request's end.
-    let end = start + size as u64;
-    let grain = first as u64;
-    let mut cuts = Vec::new();
-    let mut pos = start;
-    for b in bounds {
-        let stop = ((start + b as u64) / grain * grain).min(end);
-        if stop > pos {
-            cuts.push((pos, (stop - pos) as usize));
-            pos = stop;
-        }
-    }
-    if pos < end {
-        cuts.push((pos, (end - pos) as usize));
-    }
-    Some(cuts)
-}
-
 /// A chunk on its way to, or inside, a worker.
 pub(crate) struct Chunk {
     pub req: Arc<ReqState>,
@@ -539,57 +465,6 @@ mod tests {
         );
         assert_eq!(pieces(0, 0, 4096).count(), 0);
         assert_eq!(pieces(0, 4096, 4096).collect::<Vec<_>>(), [(0, 4096)]);
-    }
-
-    fn contiguous(cuts: &[(u64, usize)], start: u64, size: usize) {
-        let mut pos = start;
-        for &(off, len) in cuts {
-            assert_eq!(off, pos, "{cuts:?}");
-            assert!(len > 0);
-            pos += len as u64;
-        }
-        assert_eq!(pos, start + size as u64);
-    }
-
-    #[test]
-    fn large_device_reads_ramp_up_and_down() {
-        let mib = 1usize << 20;
-        let cuts = ramped_pieces(0, 256 * mib, 16, mib, 4 * mib).unwrap();
-        contiguous(&cuts, 0, 256 * mib);
-        let lens: Vec<usize> = cuts.iter().map(|c| c.1 / mib).collect();
-        // 16 × 1 MiB, 16 × 2 MiB, 40 × 4 MiB, 16 × 2 MiB, 16 × 1 MiB.
-        let mut want = vec![1; 16];
-        want.extend([2; 16]);
-        want.extend([4; 40]);
-        want.extend([2; 16]);
-        want.extend([1; 16]);
-        assert_eq!(lens, want);
-    }
-
-    #[test]
-    fn ramp_cuts_stay_on_its_grain_in_file_space() {
-        let mib = 1usize << 20;
-        let start = 3 * mib as u64 + 100;
-        let size = 200 * mib + 12345;
-        let cuts = ramped_pieces(start, size, 8, mib, 4 * mib).unwrap();
-        contiguous(&cuts, start, size);
-        for &(off, _) in &cuts[1..] {
-            assert_eq!(off % mib as u64, 0, "{cuts:?}");
-        }
-        assert!(cuts.iter().all(|c| c.1 <= 4 * mib + mib));
-        assert!(cuts.first().unwrap().1 <= mib && cuts.last().unwrap().1 <= 2 * mib);
-    }
-
-    #[test]
-    fn requests_too_small_for_both_ramps_are_not_ramped() {
-        let mib = 1usize << 20;
-        // 16 workers: 48 MiB each way plus one wave of 4 MiB chunks.
-        assert!(ramped_pieces(0, 160 * mib - 1, 16, mib, 4 * mib).is_none());
-        let cuts = ramped_pieces(0, 160 * mib, 16, mib, 4 * mib).unwrap();
-        contiguous(&cuts, 0, 160 * mib);
-        assert!(ramped_pieces(0, 1 << 30, 16, 4 * mib, 4 * mib).is_none());
-        assert!(ramped_pieces(0, 1 << 30, 16, 0, 4 * mib).is_none());
-        assert!(ramped_pieces(0, 1 << 30, 0, mib, 4 * mib).is_none());
     }
 
     fn ok(n: usize) -> Outcome {
