@@ -14,7 +14,7 @@ use hipfile_engine::gpu::{Gpu, Stream};
 use hipfile_engine::registry::driver;
 use hipfile_engine::ring::{Cqe, FaultPlan, Op};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 
 const MIB: usize = 1 << 20;
 
@@ -26,12 +26,57 @@ fn no_faults(gpu: &TestGpu) {
     );
 }
 
+/// The driver, a test file of `file_len` bytes, `dev_len` bytes of device
+/// memory on device 0 and a stream there.
+fn with_stream(
+    name: &str,
+    file_len: usize,
+    dev_len: usize,
+) -> (MutexGuard<'static, ()>, Arc<TestGpu>, TestFile, u64, Stream) {
+    let (g, gpu) = setup();
+    let (tf, dev, s) = stream_on(&gpu, name, file_len, dev_len);
+    (g, gpu, tf, dev, s)
+}
+
+/// `with_stream` on a driver already set up.
+fn stream_on(
+    gpu: &TestGpu,
+    name: &str,
+    file_len: usize,
+    dev_len: usize,
+) -> (TestFile, u64, Stream) {
+    let tf = TestFile::new(name, file_len);
+    let dev = gpu.device_alloc(0, dev_len).unwrap();
+    let s = gpu.stream_create(0).unwrap();
+    (tf, dev, s)
+}
+
+/// Neither the first `len` bytes of device memory at `dev` nor the file's
+/// first `len` bytes (all of it) were written.
+fn assert_nothing_moved(gpu: &TestGpu, tf: &TestFile, dev: u64, len: usize) {
+    assert!(gpu
+        .read_device(dev, len)
+        .iter()
+        .all(|&x| x == FRESH_DEVICE_BYTE));
+    assert!(file_bytes(tf, 0, len) == tf.data);
+}
+
+/// Destroy the test's stream, drop its file and close the driver.
+fn close(gpu: &TestGpu, s: Stream, tf: TestFile) {
+    gpu.stream_destroy(s);
+    drop(tf);
+    teardown();
+}
+
+/// `close`, after checking that no place kernel left device memory.
+fn finish(gpu: &TestGpu, s: Stream, tf: TestFile) {
+    no_faults(gpu);
+    close(gpu, s, tf);
+}
+
 #[test]
 fn execution_time_values_bind_a_multi_stage_read() {
-    let (_g, gpu) = setup();
-    let tf = TestFile::new("bindread", 24 * MIB);
-    let dev = gpu.device_alloc(0, 16 * MIB).unwrap();
-    let s = gpu.stream_create(0).unwrap();
+    let (_g, gpu, tf, dev, s) = with_stream("bindread", 24 * MIB, 16 * MIB);
     let gate = Gate::holding(&gpu, s);
     let mut p = P::new(10 * MIB, 4096, 0);
     assert_eq!(read(&tf, dev, &mut p, s), 0);
@@ -51,10 +96,7 @@ fn execution_time_values_bind_a_multi_stage_read() {
         after.iter().all(|&x| x == FRESH_DEVICE_BYTE),
         "bytes past the execution-time size were written"
     );
-    no_faults(&gpu);
-    gpu.stream_destroy(s);
-    drop(tf);
-    teardown();
+    finish(&gpu, s, tf);
 }
 
 #[test]
@@ -64,10 +106,7 @@ fn stages_that_move_nothing_leave_earlier_destinations_alone() {
     // lowered to one stage before the stream gets there: the stages that
     // then move nothing must not repeat the old descriptors (which would
     // copy the staging over the first op's destination).
-    let (_g, gpu) = setup();
-    let tf = TestFile::new("stale", 40 * MIB);
-    let dev = gpu.device_alloc(0, 56 * MIB).unwrap();
-    let s = gpu.stream_create(0).unwrap();
+    let (_g, gpu, tf, dev, s) = with_stream("stale", 40 * MIB, 56 * MIB);
     let mut first = P::new(32 * MIB, 0, 0);
     assert_eq!(read(&tf, dev, &mut first, s), 0);
     sync_within(&gpu, s, "the first read");
@@ -88,20 +127,14 @@ fn stages_that_move_nothing_leave_earlier_destinations_alone() {
         gpu.read_device(dev, 32 * MIB) == mine,
         "the first read's destination was written again"
     );
-    no_faults(&gpu);
-    gpu.stream_destroy(s);
-    drop(tf);
-    teardown();
+    finish(&gpu, s, tf);
 }
 
 #[test]
 fn flags_0xf_keep_the_submit_time_values_of_a_multi_stage_write() {
-    let (_g, gpu) = setup();
-    let tf = TestFile::new("fixedwrite", 24 * MIB);
-    let dev = gpu.device_alloc(0, 16 * MIB).unwrap();
+    let (_g, gpu, tf, dev, s) = with_stream("fixedwrite", 24 * MIB, 16 * MIB);
     let src = pattern(16 * MIB, 0x5a);
     gpu.write_device(dev, &src);
-    let s = gpu.stream_create(0).unwrap();
     assert_eq!(hipFileStreamRegister(sptr(s), 0xf).err, 0);
     let gate = Gate::holding(&gpu, s);
     let mut p = P::new(9 * MIB + 17, 2 * MIB as i64 + 1, 100);
@@ -119,20 +152,14 @@ fn flags_0xf_keep_the_submit_time_values_of_a_multi_stage_write() {
         "wrote at the changed offset"
     );
     assert_eq!(hipFileStreamDeregister(sptr(s)).err, 0);
-    no_faults(&gpu);
-    gpu.stream_destroy(s);
-    drop(tf);
-    teardown();
+    finish(&gpu, s, tf);
 }
 
 #[test]
 fn flags_0_bind_a_multi_stage_write_at_execution_time() {
-    let (_g, gpu) = setup();
-    let tf = TestFile::new("boundwrite", 24 * MIB);
-    let dev = gpu.device_alloc(0, 16 * MIB).unwrap();
+    let (_g, gpu, tf, dev, s) = with_stream("boundwrite", 24 * MIB, 16 * MIB);
     let src = pattern(16 * MIB, 0x33);
     gpu.write_device(dev, &src);
-    let s = gpu.stream_create(0).unwrap();
     let gate = Gate::holding(&gpu, s);
     let mut p = P::new(12 * MIB, 0, 0);
     assert_eq!(write(&tf, dev, &mut p, s), 0);
@@ -152,18 +179,12 @@ fn flags_0_bind_a_multi_stage_write_at_execution_time() {
         file_bytes(&tf, f + n, 2 * MIB) == tf.data[f + n..f + n + 2 * MIB],
         "bytes past the execution-time size changed"
     );
-    no_faults(&gpu);
-    gpu.stream_destroy(s);
-    drop(tf);
-    teardown();
+    finish(&gpu, s, tf);
 }
 
 #[test]
 fn a_size_raised_after_submit_fails_with_5022_and_moves_nothing() {
-    let (_g, gpu) = setup();
-    let tf = TestFile::new("raised", 16 * MIB);
-    let dev = gpu.device_alloc(0, 16 * MIB).unwrap();
-    let s = gpu.stream_create(0).unwrap();
+    let (_g, gpu, tf, dev, s) = with_stream("raised", 16 * MIB, 16 * MIB);
     let gate = Gate::holding(&gpu, s);
     let mut r = P::new(5 * MIB, 0, 0);
     let mut w = P::new(5 * MIB, 0, 8 * MIB as i64);
@@ -174,23 +195,15 @@ fn a_size_raised_after_submit_fails_with_5022_and_moves_nothing() {
     gate.release();
     sync_within(&gpu, s, "raised sizes");
     assert_eq!((r.bytes, w.bytes), (-5022, -5022));
-    assert!(gpu
-        .read_device(dev, 16 * MIB)
-        .iter()
-        .all(|&x| x == FRESH_DEVICE_BYTE));
-    assert!(file_bytes(&tf, 0, 16 * MIB) == tf.data);
-    gpu.stream_destroy(s);
-    drop(tf);
-    teardown();
+    assert_nothing_moved(&gpu, &tf, dev, 16 * MIB);
+    close(&gpu, s, tf);
 }
 
 #[test]
 fn reads_across_eof_report_the_bytes_before_it() {
     let (_g, gpu) = setup();
     let len = 10 * MIB + 333;
-    let tf = TestFile::new("eof", len);
-    let dev = gpu.device_alloc(0, 16 * MIB).unwrap();
-    let s = gpu.stream_create(0).unwrap();
+    let (tf, dev, s) = stream_on(&gpu, "eof", len, 16 * MIB);
     // Three stages submitted; EOF in the second.
     let mut a = P::new(12 * MIB, 2 * MIB as i64 + 9, 5);
     // Entirely past EOF.
@@ -208,10 +221,7 @@ fn reads_across_eof_report_the_bytes_before_it() {
         want as u64,
         "the engine's path statistics"
     );
-    no_faults(&gpu);
-    gpu.stream_destroy(s);
-    drop(tf);
-    teardown();
+    finish(&gpu, s, tf);
 }
 
 /// A fault plan for the stream I/O threads: the read or write at one file
@@ -263,28 +273,30 @@ fn fail_at(offset: u64, write: bool) -> Arc<AtomicU64> {
     hits
 }
 
-#[test]
-fn an_io_error_in_a_middle_stage_reports_minus_one_and_releases_the_stream() {
+/// Reads `bad`, whose I/O fails at file offset `fail`, then `good` on one
+/// stream: the first reports -1, the second its bytes.
+fn a_failed_read_then_the_next_op(name: &str, fail: u64, mut bad: Box<P>, mut good: Box<P>) {
     let (_g, gpu) = setup();
-    let hits = fail_at(4 * MIB as u64 + 8 * MIB as u64, false);
-    let tf = TestFile::new("ioerr", 20 * MIB);
-    let dev = gpu.device_alloc(0, 16 * MIB).unwrap();
-    let s = gpu.stream_create(0).unwrap();
-    // Stages at 4, 8, 12 MiB (+4 MiB each): the one at 12 MiB fails.
-    let mut bad = P::new(16 * MIB, 4 * MIB as i64, 0);
-    let mut good = P::new(3 * MIB, 0, 0);
+    let hits = fail_at(fail, false);
+    let (tf, dev, s) = stream_on(&gpu, name, 20 * MIB, 16 * MIB);
     assert_eq!(read(&tf, dev, &mut bad, s), 0);
     assert_eq!(read(&tf, dev, &mut good, s), 0);
-    sync_within(&gpu, s, "read with an I/O error");
+    sync_within(&gpu, s, name);
     assert_eq!(bad.bytes, -1);
     assert_eq!(hits.load(Ordering::Relaxed), 1);
-    assert_eq!(good.bytes as usize, 3 * MIB, "the next op on the stream");
-    assert!(gpu.read_device(dev, 3 * MIB) == tf.data[..3 * MIB]);
-    no_faults(&gpu);
-    gpu.stream_destroy(s);
+    let (n, f, b) = (good.size, good.foff as usize, good.boff as u64);
+    assert_eq!(good.bytes as usize, n, "the next op on the stream");
+    assert!(gpu.read_device(dev + b, n) == tf.data[f..f + n]);
     driver().set_fault_factory(None);
-    drop(tf);
-    teardown();
+    finish(&gpu, s, tf);
+}
+
+#[test]
+fn an_io_error_in_a_middle_stage_reports_minus_one_and_releases_the_stream() {
+    // Stages at 4, 8, 12 MiB (+4 MiB each): the one at 12 MiB fails.
+    let bad = P::new(16 * MIB, 4 * MIB as i64, 0);
+    let good = P::new(3 * MIB, 0, 0);
+    a_failed_read_then_the_next_op("ioerr", 4 * MIB as u64 + 8 * MIB as u64, bad, good);
 }
 
 #[test]
@@ -292,57 +304,30 @@ fn an_io_error_in_one_piece_of_a_stage_fails_the_op() {
     // A 4 MiB stage is read in 1 MiB pieces on several I/O threads: the
     // third piece of the second stage (file offset 4 + 4 + 2 MiB) fails,
     // the pieces around it succeed, and the op must still report -1.
-    let (_g, gpu) = setup();
-    let hits = fail_at(10 * MIB as u64, false);
-    let tf = TestFile::new("ioerrpiece", 20 * MIB);
-    let dev = gpu.device_alloc(0, 16 * MIB).unwrap();
-    let s = gpu.stream_create(0).unwrap();
-    let mut bad = P::new(12 * MIB, 4 * MIB as i64, 0);
-    let mut good = P::new(5 * MIB + 7, 3, 1);
-    assert_eq!(read(&tf, dev, &mut bad, s), 0);
-    assert_eq!(read(&tf, dev, &mut good, s), 0);
-    sync_within(&gpu, s, "read with an I/O error in one piece");
-    assert_eq!(bad.bytes, -1);
-    assert_eq!(hits.load(Ordering::Relaxed), 1);
-    assert_eq!(
-        good.bytes as usize,
-        5 * MIB + 7,
-        "the next op on the stream"
-    );
-    assert!(gpu.read_device(dev + 1, 5 * MIB + 7) == tf.data[3..3 + 5 * MIB + 7]);
-    no_faults(&gpu);
-    gpu.stream_destroy(s);
-    driver().set_fault_factory(None);
-    drop(tf);
-    teardown();
+    let bad = P::new(12 * MIB, 4 * MIB as i64, 0);
+    let good = P::new(5 * MIB + 7, 3, 1);
+    a_failed_read_then_the_next_op("ioerrpiece", 10 * MIB as u64, bad, good);
 }
 
 #[test]
 fn an_io_error_in_a_write_stage_reports_minus_one_and_releases_the_stream() {
     let (_g, gpu) = setup();
     let hits = fail_at(4 * MIB as u64, true);
-    let tf = TestFile::new("ioerrw", 20 * MIB);
-    let dev = gpu.device_alloc(0, 16 * MIB).unwrap();
-    let s = gpu.stream_create(0).unwrap();
+    let (tf, dev, s) = stream_on(&gpu, "ioerrw", 20 * MIB, 16 * MIB);
     let mut bad = P::new(9 * MIB, 0, 0);
     assert_eq!(write(&tf, dev, &mut bad, s), 0);
     sync_within(&gpu, s, "write with an I/O error");
     assert_eq!(bad.bytes, -1);
     assert_eq!(hits.load(Ordering::Relaxed), 1);
-    gpu.stream_destroy(s);
     driver().set_fault_factory(None);
-    drop(tf);
-    teardown();
+    close(&gpu, s, tf);
 }
 
 #[test]
 fn writes_then_reads_on_one_stream_run_in_stream_order() {
-    let (_g, gpu) = setup();
-    let tf = TestFile::new("order", 32 * MIB);
-    let dev = gpu.device_alloc(0, 34 * MIB).unwrap();
+    let (_g, gpu, tf, dev, s) = with_stream("order", 32 * MIB, 34 * MIB);
     let src = pattern(8 * MIB, 0x77);
     gpu.write_device(dev, &src);
-    let s = gpu.stream_create(0).unwrap();
     let gate = Gate::holding(&gpu, s);
     // Write 8 MiB + 5 from device offset 0 to file offset 1 MiB + 1, read it
     // back to device offset 16 MiB + 3, write that copy to 20 MiB, read that
@@ -372,10 +357,7 @@ fn writes_then_reads_on_one_stream_run_in_stream_order() {
     assert!(gpu.read_device(dev + 16 * MIB as u64 + 3, n) == want);
     assert!(gpu.read_device(dev + 24 * MIB as u64 + 64, n) == want);
     assert!(file_bytes(&tf, 20 * MIB, n) == want);
-    no_faults(&gpu);
-    gpu.stream_destroy(s);
-    drop(tf);
-    teardown();
+    finish(&gpu, s, tf);
 }
 
 #[test]
@@ -444,10 +426,7 @@ fn many_streams_from_many_threads_complete_with_the_right_bytes() {
 
 #[test]
 fn ops_of_size_zero_enqueue_nothing_and_a_size_bound_to_zero_moves_nothing() {
-    let (_g, gpu) = setup();
-    let tf = TestFile::new("zero", 8 * MIB);
-    let dev = gpu.device_alloc(0, 8 * MIB).unwrap();
-    let s = gpu.stream_create(0).unwrap();
+    let (_g, gpu, tf, dev, s) = with_stream("zero", 8 * MIB, 8 * MIB);
     let before = gpu.copies_issued();
     let mut z = P::new(0, 0, 0);
     assert_eq!(read(&tf, dev, &mut z, s), 0);
@@ -464,14 +443,8 @@ fn ops_of_size_zero_enqueue_nothing_and_a_size_bound_to_zero_moves_nothing() {
     gate.release();
     sync_within(&gpu, s, "size bound to zero");
     assert_eq!((r.bytes, w.bytes), (0, 0));
-    assert!(gpu
-        .read_device(dev, 8 * MIB)
-        .iter()
-        .all(|&x| x == FRESH_DEVICE_BYTE));
-    assert!(file_bytes(&tf, 0, 8 * MIB) == tf.data);
-    gpu.stream_destroy(s);
-    drop(tf);
-    teardown();
+    assert_nothing_moved(&gpu, &tf, dev, 8 * MIB);
+    close(&gpu, s, tf);
 }
 
 #[test]
@@ -522,10 +495,7 @@ fn driver_close_with_ops_parked_still_completes_every_stream() {
 
 #[test]
 fn a_gpu_call_failing_midway_through_submit_still_releases_the_stream() {
-    let (_g, gpu) = setup();
-    let tf = TestFile::new("gpufail", 16 * MIB);
-    let dev = gpu.device_alloc(0, 16 * MIB).unwrap();
-    let s = gpu.stream_create(0).unwrap();
+    let (_g, gpu, tf, dev, s) = with_stream("gpufail", 16 * MIB, 16 * MIB);
     let gate = Gate::holding(&gpu, s);
     // A read stage makes two copy calls (staging, then the place kernel):
     // the fourth call, stage 1's place kernel, fails.
@@ -542,18 +512,12 @@ fn a_gpu_call_failing_midway_through_submit_still_releases_the_stream() {
     sync_within(&gpu, s, "the next op");
     assert_eq!(q.bytes as usize, 6 * MIB);
     assert!(gpu.read_device(dev, 6 * MIB) == tf.data[MIB..7 * MIB]);
-    no_faults(&gpu);
-    gpu.stream_destroy(s);
-    drop(tf);
-    teardown();
+    finish(&gpu, s, tf);
 }
 
 #[test]
 fn a_stream_the_runtime_does_not_know_fails_the_call() {
-    let (_g, gpu) = setup();
-    let tf = TestFile::new("unknownstream", 4 * MIB);
-    let dev = gpu.device_alloc(0, 4 * MIB).unwrap();
-    let s = gpu.stream_create(0).unwrap();
+    let (_g, gpu, tf, dev, s) = with_stream("unknownstream", 4 * MIB, 4 * MIB);
     gpu.stream_destroy(s);
     let mut p = P::new(MIB, 0, 0);
     assert_eq!(read(&tf, dev, &mut p, s), 5022);
@@ -580,17 +544,12 @@ fn host_memory_ops_bind_at_execution_time() {
     assert_eq!(p.bytes as usize, p.size);
     assert!(host[77..77 + p.size] == tf.data[12345..12345 + p.size]);
     assert!(host[..77].iter().all(|&x| x == 0));
-    gpu.stream_destroy(s);
-    drop(tf);
-    teardown();
+    close(&gpu, s, tf);
 }
 
 #[test]
 fn a_deregistered_streams_lane_is_let_go() {
-    let (_g, gpu) = setup();
-    let tf = TestFile::new("dereg", 4 * MIB);
-    let dev = gpu.device_alloc(0, 4 * MIB).unwrap();
-    let s = gpu.stream_create(0).unwrap();
+    let (_g, gpu, tf, dev, s) = with_stream("dereg", 4 * MIB, 4 * MIB);
     assert_eq!(hipFileStreamRegister(sptr(s), 0).err, 0);
     let mut p = P::new(4 * MIB, 0, 0);
     assert_eq!(read(&tf, dev, &mut p, s), 0);
@@ -615,10 +574,7 @@ fn a_deregistered_streams_lane_is_let_go() {
 
 #[test]
 fn many_small_ops_cycle_every_stage_slot() {
-    let (_g, gpu) = setup();
-    let tf = TestFile::new("cycle", 8 * MIB);
-    let dev = gpu.device_alloc(0, 8 * MIB).unwrap();
-    let s = gpu.stream_create(0).unwrap();
+    let (_g, gpu, tf, dev, s) = with_stream("cycle", 8 * MIB, 8 * MIB);
     let mut ps: Vec<Box<P>> = (0..200)
         .map(|i| P::new(4096 + i * 13, (i * 4099) as i64, (i * 16384) as i64))
         .collect();
@@ -631,10 +587,7 @@ fn many_small_ops_cycle_every_stage_slot() {
         let (f, b) = (p.foff as usize, p.boff as u64);
         assert!(gpu.read_device(dev + b, p.size) == tf.data[f..f + p.size]);
     }
-    no_faults(&gpu);
-    gpu.stream_destroy(s);
-    drop(tf);
-    teardown();
+    finish(&gpu, s, tf);
 }
 
 #[test]
@@ -670,18 +623,12 @@ fn stage_sequences_and_generations_that_wrap_u32_keep_streams_moving() {
     let (f, b) = (last.foff as usize, last.boff as u64);
     assert!(gpu.read_device(dev + b, last.size) == tf.data[f..f + last.size]);
     engine.stream_ops().start_sequences_at(0, 0);
-    no_faults(&gpu);
-    gpu.stream_destroy(s);
-    drop(tf);
-    teardown();
+    finish(&gpu, s, tf);
 }
 
 #[test]
 fn pinning_refused_for_every_stage_falls_back_to_fewer_stages() {
-    let (_g, gpu) = setup();
-    let tf = TestFile::new("pinlimit", 20 * MIB);
-    let dev = gpu.device_alloc(0, 17 * MIB).unwrap();
-    let s = gpu.stream_create(0).unwrap();
+    let (_g, gpu, tf, dev, s) = with_stream("pinlimit", 20 * MIB, 17 * MIB);
     // Two 4 MiB stages fit, four do not.
     gpu.set_pin_limit(10 * MIB);
     let mut p = P::new(16 * MIB, 4096 + 3, 1);
@@ -691,18 +638,12 @@ fn pinning_refused_for_every_stage_falls_back_to_fewer_stages() {
     sync_within(&gpu, s, "read through two stages");
     assert_eq!(p.bytes as usize, 16 * MIB);
     assert!(gpu.read_device(dev + 1, 16 * MIB) == tf.data[4099..4099 + 16 * MIB]);
-    no_faults(&gpu);
-    gpu.stream_destroy(s);
-    drop(tf);
-    teardown();
+    finish(&gpu, s, tf);
 }
 
 #[test]
 fn pinning_refused_entirely_fails_the_call_and_parks_nothing() {
-    let (_g, gpu) = setup();
-    let tf = TestFile::new("pinnone", 8 * MIB);
-    let dev = gpu.device_alloc(0, 8 * MIB).unwrap();
-    let s = gpu.stream_create(0).unwrap();
+    let (_g, gpu, tf, dev, s) = with_stream("pinnone", 8 * MIB, 8 * MIB);
     gpu.set_pin_limit(MIB);
     let mut p = P::new(4 * MIB, 0, 0);
     let P {
@@ -721,17 +662,12 @@ fn pinning_refused_entirely_fails_the_call_and_parks_nothing() {
     assert_eq!(read(&tf, dev, &mut p, s), 0);
     sync_within(&gpu, s, "after pinning works again");
     assert_eq!(p.bytes as usize, 4 * MIB);
-    gpu.stream_destroy(s);
-    drop(tf);
-    teardown();
+    close(&gpu, s, tf);
 }
 
 #[test]
 fn a_failing_first_stream_call_returns_the_error_and_parks_nothing() {
-    let (_g, gpu) = setup();
-    let tf = TestFile::new("firstfail", 8 * MIB);
-    let dev = gpu.device_alloc(0, 8 * MIB).unwrap();
-    let s = gpu.stream_create(0).unwrap();
+    let (_g, gpu, tf, dev, s) = with_stream("firstfail", 8 * MIB, 8 * MIB);
     let mut p = P::new(6 * MIB, 0, 0);
     gpu.fail_value_ops_after(0, 1);
     let P {
@@ -749,17 +685,12 @@ fn a_failing_first_stream_call_returns_the_error_and_parks_nothing() {
     sync_within(&gpu, s, "the next op");
     assert_eq!(p.bytes as usize, 6 * MIB);
     assert!(gpu.read_device(dev, 6 * MIB) == tf.data[..6 * MIB]);
-    gpu.stream_destroy(s);
-    drop(tf);
-    teardown();
+    close(&gpu, s, tf);
 }
 
 #[test]
 fn a_done_wait_that_cannot_be_enqueued_still_reports_through_bytes() {
-    let (_g, gpu) = setup();
-    let tf = TestFile::new("donefail", 8 * MIB);
-    let dev = gpu.device_alloc(0, 8 * MIB).unwrap();
-    let s = gpu.stream_create(0).unwrap();
+    let (_g, gpu, tf, dev, s) = with_stream("donefail", 8 * MIB, 8 * MIB);
     // One stage: started, ready wait and back write pass; the done wait fails.
     gpu.fail_value_ops_after(3, 1);
     let mut p = P::new(MIB, 0, 0);
@@ -774,8 +705,5 @@ fn a_done_wait_that_cannot_be_enqueued_still_reports_through_bytes() {
     assert_eq!(read(&tf, dev, &mut q, s), 0);
     sync_within(&gpu, s, "the next op");
     assert_eq!(q.bytes as usize, 2 * MIB);
-    no_faults(&gpu);
-    gpu.stream_destroy(s);
-    drop(tf);
-    teardown();
+    finish(&gpu, s, tf);
 }

@@ -5,7 +5,7 @@
 #![allow(dead_code)] // each test binary uses its own subset
 #![allow(clippy::undocumented_unsafe_blocks)] // unsafe C entry points on test-owned locals
 
-use hipfile::types::{HandleUnion, HipFileDescr};
+use hipfile::types::{HandleUnion, HipFileDescr, HipFileError};
 use hipfile::*;
 use hipfile_engine::gpu::testgpu::TestGpu;
 use hipfile_engine::gpu::{Gpu, Stream};
@@ -170,20 +170,6 @@ pub fn read_async(
     unsafe { hipFileReadAsync(fh, buf as *mut c_void, size, foff, boff, bytes, s) }.err
 }
 
-#[allow(clippy::too_many_arguments)]
-pub fn write_async(
-    fh: *mut c_void,
-    buf: u64,
-    size: &mut usize,
-    foff: &mut i64,
-    boff: &mut i64,
-    bytes: &mut isize,
-    s: *mut c_void,
-) -> i32 {
-    // SAFETY: all pointers are to live locals that outlive the stream op (synchronised).
-    unsafe { hipFileWriteAsync(fh, buf as *mut c_void, size, foff, boff, bytes, s) }.err
-}
-
 /// How long a stream may take to drain before a test calls it a hang. Far
 /// above what any op here needs; only a stream that never drains reaches it.
 pub const WATCHDOG: Duration = Duration::from_secs(120);
@@ -231,24 +217,34 @@ impl P {
     }
 }
 
-pub fn read(tf: &TestFile, buf: u64, p: &mut P, s: Stream) -> i32 {
+/// `hipFileReadAsync`'s and `hipFileWriteAsync`'s type.
+type AsyncIo = unsafe extern "C" fn(
+    *mut c_void,
+    *mut c_void,
+    *mut usize,
+    *mut i64,
+    *mut i64,
+    *mut isize,
+    *mut c_void,
+) -> HipFileError;
+
+fn submit(f: AsyncIo, tf: &TestFile, buf: u64, p: &mut P, s: Stream) -> i32 {
     let P {
         size,
         foff,
         boff,
         bytes,
     } = p;
-    read_async(tf.fh, buf, size, foff, boff, bytes, sptr(s))
+    // SAFETY: all pointers are to live locals that outlive the stream op (synchronised).
+    unsafe { f(tf.fh, buf as *mut c_void, size, foff, boff, bytes, sptr(s)) }.err
+}
+
+pub fn read(tf: &TestFile, buf: u64, p: &mut P, s: Stream) -> i32 {
+    submit(hipFileReadAsync, tf, buf, p, s)
 }
 
 pub fn write(tf: &TestFile, buf: u64, p: &mut P, s: Stream) -> i32 {
-    let P {
-        size,
-        foff,
-        boff,
-        bytes,
-    } = p;
-    write_async(tf.fh, buf, size, foff, boff, bytes, sptr(s))
+    submit(hipFileWriteAsync, tf, buf, p, s)
 }
 
 pub fn file_bytes(tf: &TestFile, off: usize, len: usize) -> Vec<u8> {
