@@ -96,6 +96,55 @@ unsafe fn submit_async(
     streamops::submit(&engine, sreq)
 }
 
+/// The body of `hipFileReadAsync` and `hipFileWriteAsync`: libcufile's answer
+/// when it serves, else the op submitted here.
+///
+/// # Safety
+///
+/// As for those entry points.
+#[allow(clippy::too_many_arguments)]
+unsafe fn entry_async(
+    name: &'static str,
+    dir: Direction,
+    fh: *mut c_void,
+    buffer_base: *mut c_void,
+    size_p: *mut usize,
+    file_offset_p: *mut i64,
+    buffer_offset_p: *mut i64,
+    bytes_p: *mut isize,
+    stream: *mut c_void,
+) -> HipFileError {
+    let write = matches!(dir, Direction::Write);
+    passthrough!(name, |cu| {
+        passthrough::io_async(
+            cu,
+            write,
+            fh,
+            buffer_base,
+            size_p,
+            file_offset_p,
+            buffer_offset_p,
+            bytes_p,
+            stream,
+        )
+    });
+    guard(name, || {
+        // SAFETY: arguments are the caller's, checked inside.
+        unsafe {
+            submit_async(
+                dir,
+                fh,
+                buffer_base,
+                size_p,
+                file_offset_p,
+                buffer_offset_p,
+                bytes_p,
+                stream,
+            )
+        }
+    })
+}
+
 /// Enqueues a read on `stream` (stream-ordered; spec §5.6); the result lands in
 /// `*bytes_read_p` when the stream reaches the operation.
 ///
@@ -116,10 +165,11 @@ pub unsafe extern "C" fn hipFileReadAsync(
     bytes_read_p: *mut isize,
     stream: *mut c_void,
 ) -> HipFileError {
-    passthrough!("hipFileReadAsync", |cu| {
-        passthrough::io_async(
-            cu,
-            false,
+    // SAFETY: the caller's arguments, under this function's contract.
+    unsafe {
+        entry_async(
+            "hipFileReadAsync",
+            Direction::Read,
             fh,
             buffer_base,
             size_p,
@@ -128,22 +178,7 @@ pub unsafe extern "C" fn hipFileReadAsync(
             bytes_read_p,
             stream,
         )
-    });
-    guard("hipFileReadAsync", || {
-        // SAFETY: arguments are the caller's, checked inside.
-        unsafe {
-            submit_async(
-                Direction::Read,
-                fh,
-                buffer_base,
-                size_p,
-                file_offset_p,
-                buffer_offset_p,
-                bytes_read_p,
-                stream,
-            )
-        }
-    })
+    }
 }
 
 /// Enqueues a write on `stream` (stream-ordered; spec §5.6); the result lands in
@@ -166,10 +201,11 @@ pub unsafe extern "C" fn hipFileWriteAsync(
     bytes_written_p: *mut isize,
     stream: *mut c_void,
 ) -> HipFileError {
-    passthrough!("hipFileWriteAsync", |cu| {
-        passthrough::io_async(
-            cu,
-            true,
+    // SAFETY: the caller's arguments, under this function's contract.
+    unsafe {
+        entry_async(
+            "hipFileWriteAsync",
+            Direction::Write,
             fh,
             buffer_base,
             size_p,
@@ -178,22 +214,7 @@ pub unsafe extern "C" fn hipFileWriteAsync(
             bytes_written_p,
             stream,
         )
-    });
-    guard("hipFileWriteAsync", || {
-        // SAFETY: arguments are the caller's, checked inside.
-        unsafe {
-            submit_async(
-                Direction::Write,
-                fh,
-                buffer_base,
-                size_p,
-                file_offset_p,
-                buffer_offset_p,
-                bytes_written_p,
-                stream,
-            )
-        }
-    })
+    }
 }
 
 #[no_mangle]

@@ -52,7 +52,7 @@ pub(crate) fn route<T: Unavailable>(name: &str, f: impl FnOnce(&'static CuFile) 
 
 /// At the top of an entry point: return libcufile's answer when it serves.
 macro_rules! passthrough {
-    ($name:literal, |$cu:ident| $call:expr) => {
+    ($name:expr, |$cu:ident| $call:expr) => {
         if let Some(r) = $crate::passthrough::route($name, |$cu| $call) {
             return r;
         }
