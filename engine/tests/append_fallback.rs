@@ -5,11 +5,10 @@
 
 mod common;
 
-use common::test_dir;
+use common::{open_rw, test_dir};
 use hipfile_engine::gpu::{Gpu, NoGpu};
 use hipfile_engine::{Config, Engine, Error, File, Memory, OpError};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::sync::Arc;
 
 fn set_append(f: &std::fs::File, on: bool) {
@@ -44,12 +43,7 @@ fn o_append_set_after_registration_is_refused_without_rwf_noappend() {
     for direct in [false, true] {
         let path = test_dir().join(format!("append-fallback-{direct}-{}", std::process::id()));
         std::fs::write(&path, &old).unwrap();
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(if direct { libc::O_DIRECT } else { 0 })
-            .open(&path)
-            .unwrap();
+        let f = open_rw(&path, direct);
         let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
         set_append(&f, true);
         // 100 bytes (the caller's thread) and 4 MiB (the workers).

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::temp_file;
+use common::{device0, open_rw, temp_file};
 use hipfile_engine::config::ReadMode;
 use hipfile_engine::gpu::testgpu::TestGpu;
 use hipfile_engine::gpu::{Gpu, NoGpu};
@@ -14,8 +14,6 @@ use hipfile_engine::{Completion, Direction, IoRequest};
 use hipfile_engine::{Config, Engine, Error, File, Memory};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,15 +74,6 @@ fn no_gpu() -> Arc<dyn Gpu> {
     Arc::new(NoGpu { why: "test".into() })
 }
 
-fn open(path: &PathBuf, direct: bool) -> std::fs::File {
-    let mut o = std::fs::OpenOptions::new();
-    o.read(true).write(true);
-    if direct {
-        o.custom_flags(libc::O_DIRECT);
-    }
-    o.open(path).unwrap()
-}
-
 #[test]
 fn host_reads_at_random_offsets_sizes_and_alignments() {
     let len = 3 << 20;
@@ -109,7 +98,7 @@ fn host_reads_at_random_offsets_sizes_and_alignments() {
             engine(no_gpu(), mode)
         };
         for direct_fd in [false, true] {
-            let f = open(&path, direct_fd);
+            let f = open_rw(&path, direct_fd);
             let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
             for _ in 0..40 {
                 let off = rng.below(len as u64 + 8192);
@@ -169,7 +158,7 @@ fn host_writes_land_exactly_where_asked() {
     let mut rng = Rng(seed() ^ 1);
     let e = engine(no_gpu(), ReadMode::Auto);
     for direct_fd in [false, true] {
-        let fd = open(&path, direct_fd);
+        let fd = open_rw(&path, direct_fd);
         let file = Arc::new(File::probe(fd.as_raw_fd()).unwrap());
         for i in 0..30 {
             // Every other write is 4 KiB aligned in file, size and memory, so an
@@ -234,7 +223,7 @@ fn device_round_trip_through_async_test_double() {
         };
         let e = Engine::with_gpu(cfg, gpu.clone()).unwrap();
         for direct_fd in [false, true] {
-            let f = open(&path, direct_fd);
+            let f = open_rw(&path, direct_fd);
             let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
             for _ in 0..12 {
                 let device = rng.below(2) as i32;
@@ -281,7 +270,7 @@ fn device_writes_through_test_double() {
     let mut mirror = vec![0u8; len];
     let mut rng = Rng(seed() ^ 3);
     for direct_fd in [false, true] {
-        let fd = open(&path, direct_fd);
+        let fd = open_rw(&path, direct_fd);
         let file = Arc::new(File::probe(fd.as_raw_fd()).unwrap());
         for i in 0..10 {
             let off = if i % 2 == 0 {
@@ -300,18 +289,7 @@ fn device_writes_through_test_double() {
             let dev = gpu.device_alloc(0, size).unwrap();
             gpu.write_device(dev, &src);
             // SAFETY: the memory named is owned by this test and outlives the call.
-            let n = unsafe {
-                e.write(
-                    &file,
-                    Memory::Device {
-                        ptr: dev,
-                        device: 0,
-                    },
-                    size,
-                    off,
-                )
-            }
-            .unwrap();
+            let n = unsafe { e.write(&file, device0(dev), size, off) }.unwrap();
             assert_eq!(n, size);
             mirror[off as usize..off as usize + size].copy_from_slice(&src);
             // SAFETY: no longer used.
@@ -334,32 +312,11 @@ fn failing_gpu_copy_is_an_error_not_data() {
     let dev = gpu.device_alloc(0, 1 << 20).unwrap();
     gpu.fail_next_copies(1);
     // SAFETY: the memory named is owned by this test and outlives the call.
-    let r = unsafe {
-        e.read(
-            &file,
-            Memory::Device {
-                ptr: dev,
-                device: 0,
-            },
-            1 << 20,
-            0,
-        )
-    };
+    let r = unsafe { e.read(&file, device0(dev), 1 << 20, 0) };
     assert!(matches!(r, Err(Error::Gpu(_))), "got {r:?}");
     // The engine keeps working afterwards.
     // SAFETY: the memory named is owned by this test and outlives the call.
-    let n = unsafe {
-        e.read(
-            &file,
-            Memory::Device {
-                ptr: dev,
-                device: 0,
-            },
-            1 << 20,
-            0,
-        )
-    }
-    .unwrap();
+    let n = unsafe { e.read(&file, device0(dev), 1 << 20, 0) }.unwrap();
     assert_eq!(n, 1 << 20);
     assert!(gpu.read_device(dev, 1 << 20) == data);
     std::fs::remove_file(&path).unwrap();
@@ -384,18 +341,7 @@ fn unregistered_buffers_and_low_memlock_degrade_cleanly() {
     let dev = gpu.device_alloc(0, 1 << 20).unwrap();
     assert_eq!(
         // SAFETY: the memory named is owned by this test and outlives the call.
-        unsafe {
-            e.read(
-                &file,
-                Memory::Device {
-                    ptr: dev,
-                    device: 0,
-                },
-                1 << 20,
-                0,
-            )
-        }
-        .unwrap(),
+        unsafe { e.read(&file, device0(dev), 1 << 20, 0,) }.unwrap(),
         1 << 20
     );
     assert!(gpu.read_device(dev, 1 << 20) == data);
@@ -697,7 +643,7 @@ fn reads_per_worker(cold_io_threads: usize) -> Vec<usize> {
     // Workers start as work needs them: start all three with one read of
     // the (page-cache hot) file through a buffered descriptor, whose chunks
     // any worker may take, and count only the reads after it.
-    let warm = open(&path, false);
+    let warm = open_rw(&path, false);
     let warm = Arc::new(File::probe(warm.as_raw_fd()).unwrap());
     // SAFETY: the memory named is owned by this test and outlives the call.
     let got = unsafe { e.read(&warm, Memory::Host(base), n * piece, 0) };
@@ -710,7 +656,7 @@ fn reads_per_worker(cold_io_threads: usize) -> Vec<usize> {
     for c in &counts {
         c.store(0, Ordering::SeqCst);
     }
-    let fd = open(&path, true);
+    let fd = open_rw(&path, true);
     let file = Arc::new(File::probe(fd.as_raw_fd()).unwrap());
     let (tx, rx) = std::sync::mpsc::channel();
     for i in 0..n {
@@ -1046,10 +992,7 @@ fn copies_seen_at_read_completions(first_read_alone: bool) -> Vec<u64> {
     let e = Engine::with_faults(cfg, gpu.clone(), Some(factory)).unwrap();
     let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
     let dev = gpu.device_alloc(0, 2 * chunk).unwrap();
-    let mem = Memory::Device {
-        ptr: dev,
-        device: 0,
-    };
+    let mem = device0(dev);
     // SAFETY: the memory named is owned by this test and outlives the call.
     let n = unsafe { e.read(&file, mem, 2 * chunk, 0) }.unwrap();
     assert_eq!(n, 2 * chunk);
@@ -1106,7 +1049,7 @@ fn one_request_at_a_time_holds_one_worker() {
     assert_eq!(e.workers(), 1, "an engine opens with one worker");
     let one_slab = e.stats().bounce_bytes;
     assert!(one_slab > 0);
-    let fd = open(&path, false);
+    let fd = open_rw(&path, false);
     let file = Arc::new(File::probe(fd.as_raw_fd()).unwrap());
     let mut buf = vec![0u8; piece];
     for i in 0..64 {
@@ -1139,7 +1082,7 @@ fn many_queued_chunks_start_workers_up_to_the_maximum() {
     let (path, _f) = temp_file("grow", &data);
     let e = growing_engine();
     let one_slab = e.stats().bounce_bytes;
-    let fd = open(&path, false);
+    let fd = open_rw(&path, false);
     let file = Arc::new(File::probe(fd.as_raw_fd()).unwrap());
     let mut buf = vec![0u8; data.len()];
     // One 4 MiB read is cut into 64 chunks of 64 KiB, queued at once: more

@@ -11,14 +11,14 @@
 
 mod common;
 
-use common::test_dir;
+use common::{device0, open_rw, test_dir};
 use hipfile_engine::config::ReadMode;
 use hipfile_engine::gpu::flaky::{read_device, runtime_under_test, write_device};
 use hipfile_engine::gpu::Gpu;
 use hipfile_engine::ring::{FaultPlan, SeededFaults};
 use hipfile_engine::{Config, Engine, File, Memory};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -108,12 +108,7 @@ fn reads_and_writes_under_seeded_faults() {
                 t.set_copy_delay(Duration::from_micros(50));
             }
             let (e, counters) = faulty_engine(seed, hard, gpu.clone(), mode);
-            let f = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .custom_flags(if seed % 2 == 0 { libc::O_DIRECT } else { 0 })
-                .open(&path)
-                .unwrap();
+            let f = open_rw(&path, seed % 2 == 0);
             let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
             // Checks read through an independent buffered descriptor.
             let check = std::fs::File::open(&path).unwrap();
@@ -138,17 +133,7 @@ fn reads_and_writes_under_seeded_faults() {
                     let r = if device {
                         write_device(gpu.inner().as_ref(), 0, dev, &src).unwrap();
                         // SAFETY: the memory named is owned by this test and outlives the call.
-                        unsafe {
-                            e.write(
-                                &file,
-                                Memory::Device {
-                                    ptr: dev,
-                                    device: 0,
-                                },
-                                size,
-                                off,
-                            )
-                        }
+                        unsafe { e.write(&file, device0(dev), size, off) }
                     } else {
                         // SAFETY: the memory named is owned by this test and outlives the call.
                         unsafe { e.write(&file, Memory::Host(src.as_ptr() as usize), size, off) }
@@ -190,17 +175,7 @@ fn reads_and_writes_under_seeded_faults() {
                     let mut host = vec![0u8; size];
                     let r = if device {
                         // SAFETY: the memory named is owned by this test and outlives the call.
-                        unsafe {
-                            e.read(
-                                &file,
-                                Memory::Device {
-                                    ptr: dev,
-                                    device: 0,
-                                },
-                                size,
-                                off,
-                            )
-                        }
+                        unsafe { e.read(&file, device0(dev), size, off) }
                     } else {
                         // SAFETY: the memory named is owned by this test and outlives the call.
                         unsafe {
@@ -261,31 +236,11 @@ fn failing_gpu_copies_surface_as_errors() {
     for n in 1..4 {
         gpu.fail_next_copies(n);
         // SAFETY: the memory named is owned by this test and outlives the call.
-        let r = unsafe {
-            e.read(
-                &file,
-                Memory::Device {
-                    ptr: dev,
-                    device: 0,
-                },
-                len,
-                0,
-            )
-        };
+        let r = unsafe { e.read(&file, device0(dev), len, 0) };
         assert!(r.is_err(), "copy failure {n} hidden: {r:?}");
         gpu.fail_next_copies(n);
         // SAFETY: the memory named is owned by this test and outlives the call.
-        let r = unsafe {
-            e.write(
-                &file,
-                Memory::Device {
-                    ptr: dev,
-                    device: 0,
-                },
-                len,
-                0,
-            )
-        };
+        let r = unsafe { e.write(&file, device0(dev), len, 0) };
         // A write reports what pwrite would: an error, or the short count of
         // the chunks before the one whose copy failed (they run in parallel,
         // so the failed copy need not be the first chunk's).
@@ -298,18 +253,7 @@ fn failing_gpu_copies_surface_as_errors() {
         f.write_all_at(&data, 0).unwrap();
         assert_eq!(
             // SAFETY: the memory named is owned by this test and outlives the call.
-            unsafe {
-                e.read(
-                    &file,
-                    Memory::Device {
-                        ptr: dev,
-                        device: 0,
-                    },
-                    len,
-                    0,
-                )
-            }
-            .unwrap(),
+            unsafe { e.read(&file, device0(dev), len, 0,) }.unwrap(),
             len
         );
         assert!(

@@ -10,15 +10,14 @@
 
 mod common;
 
-use common::test_dir;
+use common::{device0, open_rw, test_dir, workers_config};
 use hipfile_engine::gpu::flaky::write_device;
 use hipfile_engine::gpu::testgpu::TestGpu;
 use hipfile_engine::gpu::Gpu;
 use hipfile_engine::ring::{Cqe, FaultPlan, Op};
 use hipfile_engine::worker::FaultFactory;
-use hipfile_engine::{Config, Engine, Error, File, Memory};
+use hipfile_engine::{Engine, Error, File, Memory};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::sync::Arc;
 
 /// The disk is full from file offset `limit` on.
@@ -58,18 +57,7 @@ fn pattern(n: usize, salt: u8) -> Vec<u8> {
 fn engine(gpu: Arc<dyn Gpu>, limit: u64) -> Engine {
     let factory: FaultFactory =
         Arc::new(move |_| Some(Box::new(FullAt { limit }) as Box<dyn FaultPlan>));
-    Engine::with_faults(
-        Config {
-            io_threads: 2,
-            chunk_bytes: 256 << 10,
-            // Everything through the workers, whose pieces run in parallel.
-            inline_max_bytes: 0,
-            ..Config::default()
-        },
-        gpu,
-        Some(factory),
-    )
-    .unwrap()
+    Engine::with_faults(workers_config(), gpu, Some(factory)).unwrap()
 }
 
 struct Case {
@@ -91,12 +79,7 @@ fn run(case: &Case, device: bool, direct: bool) {
     let path = test_dir().join(format!("partial-{}-{n}", std::process::id()));
     let old = pattern(case.old_len, 1);
     std::fs::write(&path, &old).unwrap();
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(if direct { libc::O_DIRECT } else { 0 })
-        .open(&path)
-        .unwrap();
+    let f = open_rw(&path, direct);
     let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
     let src = pattern(case.len, 2);
     // Page-aligned host source, so O_DIRECT pieces go straight from it.
@@ -106,10 +89,7 @@ fn run(case: &Case, device: bool, direct: bool) {
     let dev = gpu.device_alloc(0, case.len).unwrap();
     let mem = if device {
         write_device(gpu.as_ref(), 0, dev, &src).unwrap();
-        Memory::Device {
-            ptr: dev,
-            device: 0,
-        }
+        device0(dev)
     } else {
         Memory::Host(host.as_ptr() as usize + at)
     };

@@ -6,25 +6,16 @@
 
 mod common;
 
-use common::test_dir;
+use common::{test_dir, workers_config};
 use hipfile_engine::gpu::{Gpu, NoGpu};
-use hipfile_engine::{Config, Engine, Error, File, Memory};
+use hipfile_engine::{Engine, Error, File, Memory};
 use std::os::fd::{AsRawFd, IntoRawFd};
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 fn engine() -> Engine {
     let gpu: Arc<dyn Gpu> = Arc::new(NoGpu { why: "test".into() });
-    Engine::with_gpu(
-        Config {
-            io_threads: 2,
-            chunk_bytes: 256 << 10,
-            inline_max_bytes: 0,
-            ..Config::default()
-        },
-        gpu,
-    )
-    .unwrap()
+    Engine::with_gpu(workers_config(), gpu).unwrap()
 }
 
 fn pattern(n: usize) -> Vec<u8> {

@@ -5,13 +5,14 @@
 
 mod common;
 
+use common::{device0, open_rw};
 use hipfile_engine::config::ReadMode;
 use hipfile_engine::gpu::testgpu::TestGpu;
 use hipfile_engine::gpu::{Gpu, NoGpu};
 use hipfile_engine::storage::{self, Backend, BackendSetting};
 use hipfile_engine::{Config, Engine, Error, File, Memory, OpError};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -104,12 +105,7 @@ fn the_posix_setting_serves_host_and_device_reads_and_writes() {
         let e = Engine::with_gpu(cfg, gpu.clone()).unwrap();
         assert_eq!(e.storage_backend(), Backend::Posix);
         for direct in [false, true] {
-            let mut o = std::fs::OpenOptions::new();
-            o.read(true).write(true);
-            if direct {
-                o.custom_flags(libc::O_DIRECT);
-            }
-            let f = o.open(&path).unwrap();
+            let f = open_rw(&path, direct);
             let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
             // Host memory, unaligned start and length, through the workers.
             let mut buf = vec![0u8; len];
@@ -129,10 +125,7 @@ fn the_posix_setting_serves_host_and_device_reads_and_writes() {
                 "{mode:?} direct={direct}"
             );
             // Device memory: bounce slot, then the test GPU's async copy.
-            let dmem = Memory::Device {
-                ptr: dev,
-                device: 0,
-            };
+            let dmem = device0(dev);
             // SAFETY: the memory named is owned by this test and outlives the call.
             assert_eq!(unsafe { e.read(&file, dmem, len, 0).unwrap() }, len);
             assert!(gpu.read_device(dev, len) == data);
