@@ -547,12 +547,42 @@ impl TestGpu {
         value: u32,
         eq: bool,
     ) -> GpuResult<()> {
+        self.enqueue_value_op(stream, host_addr, |word| Op::WaitValue { word, value, eq })
+    }
+
+    /// Queue the value op `op` makes of the registered word at `host_addr`.
+    fn enqueue_value_op(
+        &self,
+        stream: Stream,
+        host_addr: *mut u32,
+        op: impl FnOnce(WordPtr) -> Op,
+    ) -> GpuResult<()> {
         self.driver_lock();
         let exec = self.exec(stream)?;
         self.check_word(host_addr)?;
         self.value_failure()?;
-        let word = WordPtr(host_addr as *const AtomicU32);
-        Self::enqueue(&exec, Op::WaitValue { word, value, eq })
+        Self::enqueue(&exec, op(WordPtr(host_addr as *const AtomicU32)))
+    }
+
+    /// Queue the copy `op` makes of the device range `dev..dev + len`
+    /// (storage and offset) after checking the host side `host..host + len`;
+    /// a zero-length copy queues nothing.
+    fn enqueue_host_copy(
+        &self,
+        stream: Stream,
+        host: *const u8,
+        dev: DevPtr,
+        len: usize,
+        op: impl FnOnce(Arc<Storage>, usize) -> Op,
+    ) -> GpuResult<()> {
+        self.driver_lock();
+        let exec = self.exec(stream)?;
+        if len == 0 {
+            return Ok(());
+        }
+        Self::check_host_side(host, len)?;
+        let (storage, offset) = self.device_range(dev, len)?;
+        self.enqueue_copy(&exec, op(storage, offset))
     }
 
     fn enqueue(exec: &StreamExec, op: Op) -> GpuResult<()> {
@@ -931,20 +961,12 @@ impl Gpu for TestGpu {
         len: usize,
         stream: Stream,
     ) -> GpuResult<()> {
-        self.driver_lock();
-        let exec = self.exec(stream)?;
-        if len == 0 {
-            return Ok(());
-        }
-        Self::check_host_side(src, len)?;
-        let (storage, offset) = self.device_range(dst, len)?;
-        let op = Op::HtoD {
+        self.enqueue_host_copy(stream, src, dst, len, |dst, offset| Op::HtoD {
             src: HostPtr(src as *mut u8),
-            dst: storage,
+            dst,
             offset,
             len,
-        };
-        self.enqueue_copy(&exec, op)
+        })
     }
 
     unsafe fn copy_htod_batch_async(&self, copies: &[HtodCopy], stream: Stream) -> GpuResult<()> {
@@ -962,20 +984,12 @@ impl Gpu for TestGpu {
         len: usize,
         stream: Stream,
     ) -> GpuResult<()> {
-        self.driver_lock();
-        let exec = self.exec(stream)?;
-        if len == 0 {
-            return Ok(());
-        }
-        Self::check_host_side(dst, len)?;
-        let (storage, offset) = self.device_range(src, len)?;
-        let op = Op::DtoH {
+        self.enqueue_host_copy(stream, dst, src, len, |src, offset| Op::DtoH {
             dst: HostPtr(dst),
-            src: storage,
+            src,
             offset,
             len,
-        };
-        self.enqueue_copy(&exec, op)
+        })
     }
 
     fn device_alloc(&self, device: i32, len: usize) -> GpuResult<DevPtr> {
@@ -1083,12 +1097,7 @@ impl Gpu for TestGpu {
         host_addr: *mut u32,
         value: u32,
     ) -> GpuResult<()> {
-        self.driver_lock();
-        let exec = self.exec(stream)?;
-        self.check_word(host_addr)?;
-        self.value_failure()?;
-        let word = WordPtr(host_addr as *const AtomicU32);
-        Self::enqueue(&exec, Op::WriteValue { word, value })
+        self.enqueue_value_op(stream, host_addr, |word| Op::WriteValue { word, value })
     }
 
     unsafe fn stream_wait_value32_eq(
