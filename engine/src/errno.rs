@@ -25,6 +25,16 @@
 /// Retries (EINTR, EAGAIN, no progress) of one transfer before it fails.
 pub(crate) const MAX_RETRIES: u32 = 64;
 
+/// Count one more retry of a transfer that has had `retries` so far, or,
+/// once [`MAX_RETRIES`] are spent, `Err(errno)`: the errno to fail with.
+pub(crate) fn take_retry(retries: &mut u32, errno: i32) -> Result<(), i32> {
+    if *retries >= MAX_RETRIES {
+        return Err(errno);
+    }
+    *retries += 1;
+    Ok(())
+}
+
 /// How a transfer step moved (or tried to move) bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Way {

@@ -18,7 +18,7 @@
 //! come here: the kernel copies those already, and a second copy would be
 //! pure cost.
 
-use crate::errno::{libc_result, verdict, Verdict, Way, MAX_RETRIES};
+use crate::errno::{libc_result, take_retry, verdict, Verdict, Way};
 use crate::error::{Error, OpError, Result};
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -213,12 +213,7 @@ pub(crate) fn copy_to_caller(src: *const u8, dst: usize, len: usize) -> Result<(
             let res = libc_result(n);
             match verdict(Way::CheckedCopy, res, len - done) {
                 Verdict::Complete(n) | Verdict::Short(n) => done += n,
-                Verdict::Retry(errno) => {
-                    if retries >= MAX_RETRIES {
-                        return Err(Error::Os(errno));
-                    }
-                    retries += 1;
-                }
+                Verdict::Retry(errno) => take_retry(&mut retries, errno).map_err(Error::Os)?,
                 Verdict::FallBack if done == 0 => {
                     REFUSED.store(true, Ordering::Relaxed);
                     break;

@@ -10,7 +10,7 @@
 //! an async copy followed by a stream synchronisation on the caller's thread.
 
 use crate::bounce::Slab;
-use crate::errno::{libc_result, verdict, Verdict, Way, MAX_RETRIES};
+use crate::errno::{libc_result, take_retry, verdict, Verdict, Way};
 use crate::error::{Error, OpError, Result};
 use crate::gpu::{Gpu, Stream};
 use crate::request::{Direction, IoRequest, Memory};
@@ -233,10 +233,9 @@ pub(crate) fn host_io(req: &IoRequest, stats: &Stats, via_huge_page: bool) -> Re
             Verdict::Complete(n) | Verdict::Short(n) => done += n,
             Verdict::Eof => break,
             Verdict::Retry(errno) => {
-                if retries >= MAX_RETRIES {
+                if let Err(errno) = take_retry(&mut retries, errno) {
                     return failed(req.dir, done, errno);
                 }
-                retries += 1;
             }
             Verdict::FallBack => {
                 log_once!(

@@ -6,7 +6,7 @@
 //! Nothing here touches a GPU.
 
 use crate::config::ReadMode;
-use crate::errno::{verdict, Verdict, Way, MAX_RETRIES};
+use crate::errno::{take_retry, verdict, Verdict, Way};
 use crate::error::{Error, OpError, Result};
 use crate::file::File;
 use crate::log::Level;
@@ -146,12 +146,7 @@ pub(crate) unsafe fn read_into(
             // alignment: only the first `len - done` bytes are the caller's.
             Verdict::Complete(n) | Verdict::Short(n) => done += n.min(len - done),
             Verdict::Eof => break,
-            Verdict::Retry(e) => {
-                if retries >= MAX_RETRIES {
-                    return Err(Error::Os(e));
-                }
-                retries += 1;
-            }
+            Verdict::Retry(e) => take_retry(&mut retries, e).map_err(Error::Os)?,
             Verdict::FallBack => {
                 log_once!(
                     Level::Warn,
@@ -242,12 +237,7 @@ unsafe fn write_unpassed(
         };
         match verdict(way, r as isize, len - done) {
             Verdict::Complete(n) | Verdict::Short(n) => done += n.min(len - done),
-            Verdict::Retry(e) => {
-                if retries >= MAX_RETRIES {
-                    return Err(Error::Os(e));
-                }
-                retries += 1;
-            }
+            Verdict::Retry(e) => take_retry(&mut retries, e).map_err(Error::Os)?,
             Verdict::FallBack => {
                 log_once!(
                     Level::Warn,
