@@ -32,12 +32,8 @@ static atomic_int stop;
 static int read_and_check(size_t off, size_t len) {
     int fd = open(path, O_RDONLY);
     if (fd < 0) return 1;
-    hipFileDescr_t d;
-    memset(&d, 0, sizeof d);
-    d.type = hipFileHandleTypeOpaqueFD;
-    d.handle.fd = fd;
     hipFileHandle_t h;
-    hipFileError_t e = hipFileHandleRegister(&h, &d);
+    hipFileError_t e = check_register_fd(fd, &h);
     if (e.err != 0) {
         fprintf(stderr, "register: %d\n", e.err);
         close(fd);
@@ -142,11 +138,7 @@ int main(int argc, char **argv) {
     /* 2. the parent still has the driver open and a handle registered */
     CHECK(hipFileDriverOpen().err == 0, "reopen");
     int pfd = open(path, O_RDONLY);
-    hipFileDescr_t d;
-    memset(&d, 0, sizeof d);
-    d.type = hipFileHandleTypeOpaqueFD;
-    d.handle.fd = pfd;
-    CHECK(hipFileHandleRegister(&parent_handle, &d).err == 0, "register in parent");
+    CHECK(check_register_fd(pfd, &parent_handle).err == 0, "register in parent");
     rc = in_child(child_of_open_parent);
     CHECK(rc == 0, "child of an open driver: %d", rc);
     unsigned char b[8192];

@@ -44,12 +44,8 @@ static void *worker(void *arg) {
     while (!atomic_load(&stop)) {
         int fd = open(path, O_RDONLY | ((xs(&seed) & 1) ? O_DIRECT : 0));
         if (fd < 0) continue;
-        hipFileDescr_t d;
-        memset(&d, 0, sizeof d);
-        d.type = hipFileHandleTypeOpaqueFD;
-        d.handle.fd = fd;
         hipFileHandle_t h;
-        hipFileError_t e = hipFileHandleRegister(&h, &d);
+        hipFileError_t e = check_register_fd(fd, &h);
         int regbuf = xs(&seed) & 1;
         if (regbuf) hipFileBufRegister(buf, 1 << 20, 0);
         for (int i = 0; i < 4 && e.err == 0; i++) {
@@ -109,25 +105,21 @@ int main(int argc, char **argv) {
 
     /* 2. deregister while I/O is in flight: the handle stays usable for the read */
     CHECK(hipFileDriverOpen().err == 0, "open");
-    hipFileDescr_t d;
-    memset(&d, 0, sizeof d);
-    d.type = hipFileHandleTypeOpaqueFD;
-    d.handle.fd = fd;
     hipFileHandle_t h;
-    CHECK(hipFileHandleRegister(&h, &d).err == 0, "register");
+    CHECK(check_register_fd(fd, &h).err == 0, "register");
     for (int k = 0; k < 20; k++) {
         pthread_t r;
         pthread_create(&r, NULL, reader_long, h);
         hipFileHandleDeregister(h); /* either refused (in flight) or done after */
         pthread_join(r, NULL);
-        hipFileError_t e = hipFileHandleRegister(&h, &d);
+        hipFileError_t e = check_register_fd(fd, &h);
         CHECK(e.err == 0 || e.err == hipFileHandleAlreadyRegistered, "re-register %d", e.err);
     }
     hipFileHandleDeregister(h);
 
     /* 3. fork after initialisation: the child starts from a closed driver
      * (the parent's handle is unknown there), not a deadlock */
-    CHECK(hipFileHandleRegister(&h, &d).err == 0, "register for fork");
+    CHECK(check_register_fd(fd, &h).err == 0, "register for fork");
     pid_t pid = fork();
     if (pid == 0) {
         unsigned char b[4096];

@@ -91,6 +91,15 @@ static void close_all(void)
         if (cuFileDriverClose().err != CU_FILE_SUCCESS) break;
 }
 
+/* Deregisters fh, closes and removes its file (fd, path), and closes the driver. */
+static void drop_file(CUfileHandle_t fh, int fd, const char *path)
+{
+    cuFileHandleDeregister(fh);
+    close(fd);
+    unlink(path);
+    close_all();
+}
+
 static void on_alarm(int sig)
 {
     (void)sig;
@@ -370,10 +379,7 @@ static void sync_io(void)
     free(src);
     CHECK_OK(cuFileBufDeregister(buf));
     free(buf);
-    cuFileHandleDeregister(fh);
-    close(fd);
-    unlink(path);
-    close_all();
+    drop_file(fh, fd, path);
 }
 
 static void stream_calls(void)
@@ -439,10 +445,7 @@ static void stream_calls(void)
     CHECK(n == 0, "size 0: *bytes %zd", n);
     CHECK_OK(cuFileBufDeregister(buf));
     free(buf);
-    cuFileHandleDeregister(fh);
-    close(fd);
-    unlink(path);
-    close_all();
+    drop_file(fh, fd, path);
 }
 
 static void batches(void)
@@ -515,10 +518,7 @@ static void batches(void)
     CHECK_ERR(cuFileBatchIOSubmit(b, 1, io, 0), CU_FILE_INVALID_VALUE);
     CHECK_ERR(cuFileBatchIOCancel(b), CU_FILE_INVALID_VALUE);
     free(bufs);
-    cuFileHandleDeregister(fh);
-    close(fd);
-    unlink(path);
-    close_all();
+    drop_file(fh, fd, path);
 }
 
 static void statistics(void)
@@ -592,10 +592,7 @@ static void statistics(void)
     CHECK(s2.basic.read_ops.ok == 0 && s2.read_size_kb_hist[3] == 0, "not reset");
     CHECK_OK(cuFileBufDeregister(buf));
     free(buf);
-    cuFileHandleDeregister(fh);
-    close(fd);
-    unlink(path);
-    close_all();
+    drop_file(fh, fd, path);
     CHECK_ERR(cuFileGetStatsL1(&s3.detailed.basic), CU_FILE_DRIVER_NOT_INITIALIZED);
     CHECK_OK(cuFileSetStatsLevel(0));
 }
