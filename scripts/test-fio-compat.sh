@@ -11,14 +11,7 @@ if [ "${HIPFILE_SKIP_FIO_COMPAT:-0}" = 1 ]; then
   echo "SKIPPED: hipfile-bench against fio 3.33 (HIPFILE_SKIP_FIO_COMPAT=1)"
   exit 0
 fi
-export HIPFILE_TEST_DIR="${HIPFILE_TEST_DIR:-$PWD/target/test-files}"
-mkdir -p "$HIPFILE_TEST_DIR"
-PY="${PYTHON:-python3}"
-if ! "$PY" -m venv --help >/dev/null 2>&1; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq python3 python3-venv python3-pip
-fi
+. scripts/python-venv.sh
 env_dir=target/fio-compat-env
 [ -x "$env_dir/bin/python" ] || "$PY" -m venv "$env_dir"
 "$env_dir/bin/python" -c 'import fio_plot, six, matplotlib' 2>/dev/null \

@@ -7,14 +7,7 @@
 # themselves skipped; the GPU machine runs them (docs/python.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export HIPFILE_TEST_DIR="${HIPFILE_TEST_DIR:-$PWD/target/test-files}"
-mkdir -p "$HIPFILE_TEST_DIR"
-PY="${PYTHON:-python3}"
-if ! "$PY" -m venv --help >/dev/null 2>&1; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq python3 python3-venv python3-pip
-fi
+. scripts/python-venv.sh
 env_dir=target/pyenv
 rm -rf "$env_dir"
 "$PY" -m venv "$env_dir"
