@@ -155,14 +155,10 @@ impl Snapshot {
                 x.bytes = x.bytes.saturating_sub(y.bytes);
                 x.errors = x.errors.saturating_sub(y.errors);
                 x.lat_ns = x.lat_ns.saturating_sub(y.lat_ns);
-                for i in 0..TARGET_LAT_BUCKETS {
-                    x.lat_hist[i] = x.lat_hist[i].saturating_sub(y.lat_hist[i]);
-                }
+                sub_each(&mut x.lat_hist, &y.lat_hist);
             }
         }
-        for i in 0..EVENTS {
-            d.events[i] = d.events[i].saturating_sub(earlier.events[i]);
-        }
+        sub_each(&mut d.events, &earlier.events);
         for i in 0..engine::FIELDS {
             let keep = engine::is_max(i) || i >= engine::ENGINES;
             if !keep {
@@ -193,12 +189,8 @@ impl ClassTotals {
         self.bytes = self.bytes.saturating_sub(o.bytes);
         self.errors = self.errors.saturating_sub(o.errors);
         self.lat_ns = self.lat_ns.saturating_sub(o.lat_ns);
-        for i in 0..LAT_BUCKETS {
-            self.lat_hist[i] = self.lat_hist[i].saturating_sub(o.lat_hist[i]);
-        }
-        for i in 0..SIZE_BUCKETS {
-            self.size_hist[i] = self.size_hist[i].saturating_sub(o.size_hist[i]);
-        }
+        sub_each(&mut self.lat_hist, &o.lat_hist);
+        sub_each(&mut self.size_hist, &o.size_hist);
     }
 
     pub fn mean_lat_ns(&self) -> Option<u64> {
@@ -244,6 +236,13 @@ fn percentile_in(hist: &[u64], pct: f64, range: fn(usize) -> (u64, u64)) -> Opti
         }
     }
     None
+}
+
+/// `x[i] -= y[i]` for every counter, stopping at 0.
+fn sub_each(x: &mut [u64], y: &[u64]) {
+    for (a, b) in x.iter_mut().zip(y) {
+        *a = a.saturating_sub(*b);
+    }
 }
 
 #[cfg(test)]
