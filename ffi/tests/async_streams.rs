@@ -646,14 +646,7 @@ fn pinning_refused_entirely_fails_the_call_and_parks_nothing() {
     let (_g, gpu, tf, dev, s) = with_stream("pinnone", 8 * MIB, 8 * MIB);
     gpu.set_pin_limit(MIB);
     let mut p = P::new(4 * MIB, 0, 0);
-    let P {
-        size,
-        foff,
-        boff,
-        bytes,
-    } = &mut *p;
-    // SAFETY: locals that outlive the call.
-    let e = unsafe { hipFileReadAsync(tf.fh, dev as _, size, foff, boff, bytes, sptr(s)) };
+    let e = read_full(&tf, dev, &mut p, s);
     gpu.set_pin_limit(usize::MAX);
     assert_eq!((e.err, e.hip_drv_err), (5011, 2), "hipErrorOutOfMemory");
     sync_within(&gpu, s, "nothing was enqueued");
@@ -670,14 +663,7 @@ fn a_failing_first_stream_call_returns_the_error_and_parks_nothing() {
     let (_g, gpu, tf, dev, s) = with_stream("firstfail", 8 * MIB, 8 * MIB);
     let mut p = P::new(6 * MIB, 0, 0);
     gpu.fail_value_ops_after(0, 1);
-    let P {
-        size,
-        foff,
-        boff,
-        bytes,
-    } = &mut *p;
-    // SAFETY: locals that outlive the call.
-    let e = unsafe { hipFileReadAsync(tf.fh, dev as _, size, foff, boff, bytes, sptr(s)) };
+    let e = read_full(&tf, dev, &mut p, s);
     assert_eq!((e.err, e.hip_drv_err), (5011, 999));
     sync_within(&gpu, s, "nothing was enqueued");
     assert_eq!(p.bytes, 0);

@@ -228,7 +228,7 @@ type AsyncIo = unsafe extern "C" fn(
     *mut c_void,
 ) -> HipFileError;
 
-fn submit(f: AsyncIo, tf: &TestFile, buf: u64, p: &mut P, s: Stream) -> i32 {
+fn submit(f: AsyncIo, tf: &TestFile, buf: u64, p: &mut P, s: Stream) -> HipFileError {
     let P {
         size,
         foff,
@@ -236,15 +236,20 @@ fn submit(f: AsyncIo, tf: &TestFile, buf: u64, p: &mut P, s: Stream) -> i32 {
         bytes,
     } = p;
     // SAFETY: all pointers are to live locals that outlive the stream op (synchronised).
-    unsafe { f(tf.fh, buf as *mut c_void, size, foff, boff, bytes, sptr(s)) }.err
+    unsafe { f(tf.fh, buf as *mut c_void, size, foff, boff, bytes, sptr(s)) }
 }
 
-pub fn read(tf: &TestFile, buf: u64, p: &mut P, s: Stream) -> i32 {
+/// `hipFileReadAsync` of `p` into `buf`: the whole error (with the driver's code).
+pub fn read_full(tf: &TestFile, buf: u64, p: &mut P, s: Stream) -> HipFileError {
     submit(hipFileReadAsync, tf, buf, p, s)
 }
 
+pub fn read(tf: &TestFile, buf: u64, p: &mut P, s: Stream) -> i32 {
+    read_full(tf, buf, p, s).err
+}
+
 pub fn write(tf: &TestFile, buf: u64, p: &mut P, s: Stream) -> i32 {
-    submit(hipFileWriteAsync, tf, buf, p, s)
+    submit(hipFileWriteAsync, tf, buf, p, s).err
 }
 
 pub fn file_bytes(tf: &TestFile, off: usize, len: usize) -> Vec<u8> {
