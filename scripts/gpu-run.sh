@@ -9,6 +9,8 @@
 #   correctness    C programs against CUDA device memory (sync, streams, batch,
 #                  the stream interleaving matrix), examples/ reading into
 #                  device memory, and the engine's tests with the real CUDA backend
+#   python         python/tests (pytest) with the wheel in .carry/ against
+#                  PyTorch and CuPy device arrays, DataLoader workers included
 #   faults         the seeded fault-injection tests on CUDA memory and streams
 #   perf           the headline figures, each beside the limit it works against
 #                  (pinned copy, raw O_DIRECT storage), ROUNDS rounds (default 2)
@@ -96,6 +98,17 @@ if has correctness; then
     echo "exit $?" | tee -a "$OUT/$(basename "$t" .py).txt"
     tail -15 "$OUT/$(basename "$t" .py).txt" >> "$OUT/summary.md"
   done
+fi
+
+if has python; then
+  log "python/tests with device arrays (the wheel in .carry, PyTorch, CuPy)"
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-tests \
+    "$C"/hipfile-*.whl > "$OUT/pip-tests.txt" 2>&1
+  mkdir -p "$WORK/pytests"
+  (cd python/tests && PYTHONPATH=/tmp/site-tests HIPFILE_TEST_DIR="$WORK/pytests" \
+    timeout "${TEST_TIMEOUT:-400}" python3 -m pytest -rs -q . > "$OUT/pytest.txt" 2>&1
+   echo "exit $?" >> "$OUT/pytest.txt")
+  tail -12 "$OUT/pytest.txt" | tee -a "$OUT/summary.md"
 fi
 
 if has faults; then
