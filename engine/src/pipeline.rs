@@ -491,15 +491,13 @@ impl Engine {
     ) -> Result<usize> {
         // SAFETY: the caller's promise for `mem` is passed on.
         unsafe {
-            self.transfer(IoRequest {
-                file: file.clone(),
-                dir: Direction::Read,
+            self.transfer(IoRequest::new(
+                file.clone(),
+                Direction::Read,
                 mem,
                 size,
                 file_offset,
-                cancel: None,
-                durable: false,
-            })
+            ))
         }
     }
 
@@ -516,15 +514,13 @@ impl Engine {
     ) -> Result<usize> {
         // SAFETY: the caller's promise for `mem` is passed on.
         unsafe {
-            self.transfer(IoRequest {
-                file: file.clone(),
-                dir: Direction::Write,
+            self.transfer(IoRequest::new(
+                file.clone(),
+                Direction::Write,
                 mem,
                 size,
                 file_offset,
-                cancel: None,
-                durable: false,
-            })
+            ))
         }
     }
 }

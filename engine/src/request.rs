@@ -75,6 +75,29 @@ pub struct IoRequest {
     pub durable: bool,
 }
 
+impl IoRequest {
+    /// A request of `size` bytes at `file_offset` that nothing cancels and
+    /// whose caller does not wait for durability (the engine sets that for
+    /// sync writes itself).
+    pub fn new(
+        file: Arc<File>,
+        dir: Direction,
+        mem: Memory,
+        size: usize,
+        file_offset: u64,
+    ) -> Self {
+        IoRequest {
+            file,
+            dir,
+            mem,
+            size,
+            file_offset,
+            cancel: None,
+            durable: false,
+        }
+    }
+}
+
 /// Blocks a synchronous caller until its request has finished.
 #[derive(Default)]
 pub struct Waiter {

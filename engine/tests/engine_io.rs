@@ -665,15 +665,13 @@ fn reads_per_worker(cold_io_threads: usize) -> Vec<usize> {
         // every completion before it frees anything.
         unsafe {
             e.submit(
-                IoRequest {
-                    file: file.clone(),
-                    dir: Direction::Read,
-                    mem: Memory::Host(base + i * piece),
-                    size: piece,
-                    file_offset: (i * piece) as u64,
-                    cancel: None,
-                    durable: false,
-                },
+                IoRequest::new(
+                    file.clone(),
+                    Direction::Read,
+                    Memory::Host(base + i * piece),
+                    piece,
+                    (i * piece) as u64,
+                ),
                 Completion::Callback(Box::new(move |r| {
                     let _ = tx.send(r.ok());
                 })),

@@ -301,15 +301,7 @@ fn batch_entries_under_seeded_faults() {
                         Memory::Host(host.as_mut_ptr() as usize + i * 16384)
                     };
                     BatchEntry {
-                        req: IoRequest {
-                            file: file.clone(),
-                            dir: Direction::Read,
-                            mem,
-                            size: 16384,
-                            file_offset: off,
-                            cancel: None,
-                            durable: false,
-                        },
+                        req: IoRequest::new(file.clone(), Direction::Read, mem, 16384, off),
                         cookie: i,
                         hold: None,
                     }

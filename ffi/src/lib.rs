@@ -265,15 +265,13 @@ fn prepare_found(
             return Err(OpError::InternalError.into());
         }
     }
-    let req = IoRequest {
+    let req = IoRequest::new(
         file,
         dir,
-        mem: buf.mem.offset(boff as usize),
+        buf.mem.offset(boff as usize),
         size,
-        file_offset: file_offset as u64,
-        cancel: None,
-        durable: false,
-    };
+        file_offset as u64,
+    );
     Ok((req, buf))
 }
 

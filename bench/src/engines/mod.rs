@@ -133,54 +133,46 @@ impl Drop for EventFifo {
 
 /// `pread` until `len` bytes or end of file; EINTR retries.
 pub fn pread_full(fd: i32, dst: *mut u8, len: usize, offset: u64) -> Result<usize, String> {
-    let mut done = 0usize;
-    while done < len {
-        // SAFETY: the caller gives `len` writable bytes at dst.
-        let r = unsafe {
-            libc::pread(
-                fd,
-                dst.add(done).cast(),
-                len - done,
-                (offset + done as u64) as libc::off_t,
-            )
-        };
-        if r < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            return Err(format!("pread at {}: {e}", offset + done as u64));
-        }
-        if r == 0 {
-            break;
-        }
-        done += r as usize;
-    }
-    Ok(done)
+    full_loop("pread", len, offset, false, |done, off| {
+        // SAFETY: the caller gives `len` writable bytes at dst; done < len.
+        unsafe { libc::pread(fd, dst.add(done).cast(), len - done, off) }
+    })
 }
 
 /// `pwrite` all `len` bytes; EINTR retries.
 pub fn pwrite_full(fd: i32, src: *const u8, len: usize, offset: u64) -> Result<usize, String> {
+    full_loop("pwrite", len, offset, true, |done, off| {
+        // SAFETY: the caller gives `len` readable bytes at src; done < len.
+        unsafe { libc::pwrite(fd, src.add(done).cast(), len - done, off) }
+    })
+}
+
+/// The loop of [`pread_full`] and [`pwrite_full`]: `call(done, offset)`
+/// moves bytes from `done` on; 0 ends a read (end of file) and fails a
+/// write (`zero_fails`).
+fn full_loop(
+    what: &str,
+    len: usize,
+    offset: u64,
+    zero_fails: bool,
+    mut call: impl FnMut(usize, libc::off_t) -> isize,
+) -> Result<usize, String> {
     let mut done = 0usize;
     while done < len {
-        // SAFETY: the caller gives `len` readable bytes at src.
-        let r = unsafe {
-            libc::pwrite(
-                fd,
-                src.add(done).cast(),
-                len - done,
-                (offset + done as u64) as libc::off_t,
-            )
-        };
+        let at = offset + done as u64;
+        let r = call(done, at as libc::off_t);
         if r < 0 {
             let e = std::io::Error::last_os_error();
             if e.raw_os_error() == Some(libc::EINTR) {
                 continue;
             }
-            return Err(format!("pwrite at {}: {e}", offset + done as u64));
+            return Err(format!("{what} at {at}: {e}"));
         }
         if r == 0 {
-            return Err(format!("pwrite at {} wrote nothing", offset + done as u64));
+            if zero_fails {
+                return Err(format!("{what} at {at} wrote nothing"));
+            }
+            break;
         }
         done += r as usize;
     }

@@ -220,15 +220,13 @@ impl FileHandle {
             return Err(OpError::InvalidValue.into());
         }
         check_region(&self.inner.engine, r)?;
-        Ok(IoRequest {
-            file: self.inner.file.clone(),
+        Ok(IoRequest::new(
+            self.inner.file.clone(),
             dir,
-            mem: r.mem,
-            size: r.len,
-            file_offset: offset,
-            cancel: None,
-            durable: false,
-        })
+            r.mem,
+            r.len,
+            offset,
+        ))
     }
 
     fn transfer(&self, dir: Direction, r: Region, offset: u64) -> Result<usize> {

@@ -233,15 +233,13 @@ pub(crate) fn submit(engine: &Engine, req: StreamRequest) -> Result<()> {
     let start = m.words.word(2 * pair).as_ptr();
     let done = m.words.word(2 * pair + 1).as_ptr();
     let binding = Binding::of(&req);
-    let proto = IoRequest {
-        file: req.file.clone(),
-        dir: req.dir,
-        mem: req.buf,
-        size: req.size,
-        file_offset: req.file_offset as u64,
-        cancel: None,
-        durable: false,
-    };
+    let proto = IoRequest::new(
+        req.file.clone(),
+        req.dir,
+        req.buf,
+        req.size,
+        req.file_offset as u64,
+    );
     let pending = Pending {
         pair,
         gen,

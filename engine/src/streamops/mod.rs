@@ -286,15 +286,13 @@ pub(crate) fn result_value(r: &Result<usize>) -> isize {
 pub fn submit(engine: &Engine, req: StreamRequest) -> Result<()> {
     let gpu = engine.gpu().clone();
     if !gpu.has_devices() {
-        let io = IoRequest {
-            file: req.file.clone(),
-            dir: req.dir,
-            mem: req.buf.offset(req.buf_offset as usize),
-            size: req.size,
-            file_offset: req.file_offset as u64,
-            cancel: None,
-            durable: false,
-        };
+        let io = IoRequest::new(
+            req.file.clone(),
+            req.dir,
+            req.buf.offset(req.buf_offset as usize),
+            req.size,
+            req.file_offset as u64,
+        );
         // SAFETY: the caller's buffer is valid for the call (the C contract),
         // and the call is synchronous here.
         let v = result_value(&unsafe { engine.transfer(io) });

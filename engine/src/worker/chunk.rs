@@ -811,15 +811,7 @@ mod tests {
 
         fn chunk(&self, dir: Direction, mem: Memory, file_offset: u64, len: usize) -> Chunk {
             let done = Completion::Callback(Box::new(|_| {}));
-            let io = IoRequest {
-                file: self.file.clone(),
-                dir,
-                mem,
-                size: len,
-                file_offset,
-                cancel: None,
-                durable: false,
-            };
+            let io = IoRequest::new(self.file.clone(), dir, mem, len, file_offset);
             let req = ReqState::new(&io, [len].into_iter(), done);
             Chunk {
                 req: Arc::new(req),
