@@ -100,12 +100,23 @@ if has correctness; then
   done
 fi
 
+# The carried wheels (ours, and KvikIO's from .whl/) into /tmp/site, once per
+# run, and onto PYTHONPATH for the suites that import them.
+# (--upgrade: a warm machine may hold an earlier call's build there.)
+installed=0
+install_wheels() {
+  [ "$installed" = 1 ] && return
+  python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site \
+    "$C"/hipfile-*.whl $( [ -d .whl ] && echo .whl/*.whl ) > "$OUT/pip.txt" 2>&1
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  installed=1
+}
+
 if has python; then
   log "python/tests with device arrays (the wheel in .carry, PyTorch, CuPy)"
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-tests \
-    "$C"/hipfile-*.whl > "$OUT/pip-tests.txt" 2>&1
+  install_wheels
   mkdir -p "$WORK/pytests"
-  (cd python/tests && PYTHONPATH=/tmp/site-tests HIPFILE_TEST_DIR="$WORK/pytests" \
+  (cd python/tests && HIPFILE_TEST_DIR="$WORK/pytests" \
     timeout "${TEST_TIMEOUT:-400}" python3 -m pytest -rs -q . > "$OUT/pytest.txt" 2>&1
    echo "exit $?" >> "$OUT/pytest.txt")
   tail -12 "$OUT/pytest.txt" | tee -a "$OUT/summary.md"
@@ -220,9 +231,7 @@ fi
 
 if has compare-peers; then
   log "loader shapes from Python against KvikIO, and from C (python/bench/loader_shapes.py)"
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
-    "$C"/hipfile-*.whl $( [ -d .whl ] && echo .whl/*.whl ) > "$OUT/pip.txt" 2>&1
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  install_wheels
   # The C side: a C program over libhipfile (python/bench/loader_shapes_c.c).
   nvcc -O2 -I include python/bench/loader_shapes_c.c -o "$WORK/loader_shapes_c" -L "$C" -lhipfile \
     -Xlinker -rpath="$C" 2>&1 | tail -5
