@@ -326,7 +326,12 @@ impl Engine {
             done.fire(Err(e));
             return;
         }
-        let chunk = if spread {
+        let storage_write = req.dir == Direction::Write && (req.durable || req.file.client_direct);
+        let chunk = if storage_write {
+            // Writes that must reach the disk before the call returns go in
+            // pieces the disk takes best (see STORAGE_WRITE_PIECE_BYTES).
+            crate::config::STORAGE_WRITE_PIECE_BYTES.min(self.inner.cfg.chunk_bytes)
+        } else if spread {
             let cfg = &self.inner.cfg;
             // Cut for every worker the engine may have, not those running:
             // the pieces are what makes the push start the rest.
@@ -347,6 +352,9 @@ impl Engine {
             done,
         ));
         let queued_at = std::time::Instant::now();
+        // Durable and O_DIRECT writes are storage-bound in every piece, like
+        // O_DIRECT reads: they go to the same few workers.
+        let cold_write = storage_write && self.inner.cfg.cold_limit().is_some();
         let cold = self.cold_reads(&req, start, end);
         let chunks: Vec<Chunk> = pieces(start, size, chunk)
             .enumerate()
@@ -359,7 +367,7 @@ impl Engine {
                 file_offset: off,
                 len,
                 durable: req.durable,
-                cold: cold.as_ref().is_some_and(|is_cold| is_cold(off, len)),
+                cold: cold_write || cold.as_ref().is_some_and(|is_cold| is_cold(off, len)),
                 queued_at,
             })
             .collect();

@@ -422,8 +422,9 @@ pub(crate) struct Chunk {
     pub file_offset: u64,
     pub len: usize,
     pub durable: bool,
-    /// A read bound for storage (O_DIRECT), for the workers of
-    /// `Config::cold_io_threads` only; set only while that limit is on.
+    /// Bound for storage (an O_DIRECT read, a durable or O_DIRECT write),
+    /// for the workers of `Config::cold_io_threads` only; set only while
+    /// that limit is on.
     pub cold: bool,
     /// When the request was cut into chunks (stage timings).
     pub queued_at: std::time::Instant,

@@ -597,15 +597,19 @@ fn one_event_ends_every_copy_queued_before_it() {
     std::fs::remove_file(&path).unwrap();
 }
 
-/// Counts the reads each worker's ring completes.
+/// Counts the reads (or writes) each worker's ring completes, and the
+/// longest of them.
 struct CountReads {
     reads: Arc<AtomicUsize>,
+    writes: bool,
+    longest: Arc<AtomicUsize>,
 }
 
 impl FaultPlan for CountReads {
     fn on_complete(&mut self, op: &Op, cqe: Cqe, out: &mut Vec<Cqe>) {
-        if matches!(op, Op::Read { .. }) {
+        if matches!(op, Op::Write { .. }) == self.writes && !matches!(op, Op::Fsync { .. }) {
             self.reads.fetch_add(1, Ordering::SeqCst);
+            self.longest.fetch_max(op.len() as usize, Ordering::SeqCst);
         }
         out.push(cqe);
     }
@@ -629,6 +633,8 @@ fn reads_per_worker(cold_io_threads: usize) -> Vec<usize> {
     let factory: FaultFactory = Arc::new(move |id| {
         Some(Box::new(CountReads {
             reads: c[id].clone(),
+            writes: false,
+            longest: Arc::new(AtomicUsize::new(0)),
         }) as Box<dyn FaultPlan>)
     });
     let cfg = Config {
@@ -701,6 +707,67 @@ fn storage_reads_go_only_to_the_cold_workers() {
     // The control: without the limit the same reads spread over the workers.
     let spread = reads_per_worker(0);
     assert!(spread.iter().filter(|&&r| r > 0).count() > 1, "{spread:?}");
+}
+
+/// Writes per worker, and the longest, for one durable 8 MiB sync write
+/// through a buffered descriptor, with `cold_io_threads` set.
+fn durable_writes_per_worker(cold_io_threads: usize) -> (Vec<usize>, usize) {
+    let size = 8 << 20;
+    let data = pattern(size, 41);
+    let (path, _f) = temp_file(&format!("coldw{cold_io_threads}"), &vec![0u8; size]);
+    let counts: Vec<Arc<AtomicUsize>> = (0..3).map(|_| Arc::new(AtomicUsize::new(0))).collect();
+    let longest = Arc::new(AtomicUsize::new(0));
+    let (c, l) = (counts.clone(), longest.clone());
+    let factory: FaultFactory = Arc::new(move |id| {
+        Some(Box::new(CountReads {
+            reads: c[id].clone(),
+            writes: true,
+            longest: l.clone(),
+        }) as Box<dyn FaultPlan>)
+    });
+    let cfg = Config {
+        io_threads: 3,
+        cold_io_threads,
+        ..Config::default()
+    };
+    assert!(cfg.write_sync, "sync writes are durable by default");
+    let e =
+        Engine::with_faults(cfg, Arc::new(NoGpu { why: "test".into() }), Some(factory)).unwrap();
+    let fd = open_rw(&path, false);
+    let file = Arc::new(File::probe(fd.as_raw_fd()).unwrap());
+    let mut buf = vec![0u8; size];
+    // Start all three workers with a read of the (page-cache hot) file.
+    // SAFETY: the memory named is owned by this test and outlives the call.
+    let got = unsafe { e.read(&file, Memory::Host(buf.as_mut_ptr() as usize), size, 0) };
+    assert_eq!(got, Ok(size));
+    let t0 = std::time::Instant::now();
+    while e.workers() < 3 && t0.elapsed() < Duration::from_secs(30) {
+        std::thread::yield_now();
+    }
+    assert_eq!(e.workers(), 3, "the workers did not start");
+    // SAFETY: as above; `data` outlives the call.
+    let got = unsafe { e.write(&file, Memory::Host(data.as_ptr() as usize), size, 0) };
+    assert_eq!(got, Ok(size));
+    drop(e);
+    assert!(std::fs::read(&path).unwrap() == data, "data differs");
+    std::fs::remove_file(&path).unwrap();
+    let per_worker = counts.iter().map(|c| c.load(Ordering::SeqCst)).collect();
+    (per_worker, longest.load(Ordering::SeqCst))
+}
+
+#[test]
+fn durable_writes_go_to_the_cold_workers_in_storage_pieces() {
+    let piece = hipfile_engine::config::STORAGE_WRITE_PIECE_BYTES;
+    let (limited, longest) = durable_writes_per_worker(1);
+    assert!(
+        limited[0] >= 8 && limited[1] == 0 && limited[2] == 0,
+        "{limited:?}"
+    );
+    assert!(longest <= piece, "a write of {longest} bytes");
+    // The control: without the limit the pieces spread over the workers.
+    let (spread, longest) = durable_writes_per_worker(0);
+    assert!(spread.iter().filter(|&&w| w > 0).count() > 1, "{spread:?}");
+    assert!(longest <= piece, "a write of {longest} bytes");
 }
 
 /// Pages of `f`'s `[off, off + len)` in the page cache (mincore on a mapping).
