@@ -374,13 +374,14 @@ fn combine_write(chunks: &[Outcome]) -> Result<usize> {
 
 /// The piece size for a request of `size` bytes spread over `workers`, each
 /// taking up to `per_worker` pieces: large requests use whole chunks; smaller
-/// ones are cut in 64 KiB multiples, so that every worker has a piece, and
-/// into `per_worker` pieces each as long as a piece stays at least
-/// [`crate::config::MIN_PIECE_BYTES`] (2 MiB).
+/// ones are cut in 64 KiB multiples, so that up to
+/// [`crate::config::SPREAD_MAX_WORKERS`] workers have a piece each, and
+/// into more (`per_worker` for every worker) as long as a piece stays at
+/// least [`crate::config::MIN_PIECE_BYTES`] (2 MiB).
 /// Examples with 16 workers and 4 MiB chunks, two pieces per worker:
 /// 1 GiB → 4 MiB pieces; 64 MiB → 2 MiB (32 pieces, not 16 of 4 MiB);
-/// 16 MiB → 1 MiB (one per worker: halves would be under 2 MiB);
-/// 1 MiB over 12 workers → ceil(87382 / 64 KiB) = 2 → 128 KiB pieces.
+/// 16 MiB → 2 MiB (one for each of 8 workers); 4 MiB → 512 KiB;
+/// 1 MiB over 12 workers → ceil(131072 / 64 KiB) = 2 → 128 KiB pieces.
 pub(crate) fn split_bytes(
     size: usize,
     workers: usize,
@@ -389,7 +390,7 @@ pub(crate) fn split_bytes(
 ) -> usize {
     let min = crate::config::MIN_SPLIT_BYTES.min(chunk_bytes);
     let piece = |n: usize| size.div_ceil(n.max(1)).next_multiple_of(min);
-    let one_each = piece(workers);
+    let one_each = piece(workers.min(crate::config::SPREAD_MAX_WORKERS));
     let floor = one_each.min(crate::config::MIN_PIECE_BYTES);
     piece(workers * per_worker.max(1))
         .max(floor)
@@ -464,7 +465,9 @@ mod tests {
         assert_eq!(split_bytes(64 * mib, 16, 2, 4 * mib), 2 * mib);
         assert_eq!(split_bytes(64 * mib, 16, 4, 4 * mib), 2 * mib);
         // One piece per worker is already under 2 MiB: it stays.
-        assert_eq!(split_bytes(16 * mib, 16, 2, 4 * mib), mib);
+        assert_eq!(split_bytes(16 * mib, 16, 2, 4 * mib), 2 * mib);
+        assert_eq!(split_bytes(4 * mib, 16, 2, 4 * mib), 512 << 10);
+        assert_eq!(split_bytes(8 * mib, 16, 2, 4 * mib), mib);
         assert_eq!(split_bytes(mib, 12, 4, 4 * mib), 128 << 10);
         // Large requests keep whole chunks.
         assert_eq!(split_bytes(1 << 30, 16, 2, 4 * mib), 4 * mib);
