@@ -19,6 +19,9 @@
 #   compare-peers  the loader shapes from Python against KvikIO and against a C
 #                  program over libhipfile, in the same run (KvikIO's wheels
 #                  carried in .whl/)
+#   hotpath        page-cache-hot sync reads with one engine setting changed
+#                  at a time, and hot_probe's bounce-path variants (for an
+#                  instance where hot reads are slow)
 #   stats          what statistics cost (HIPFILE_STATS_LEVEL 1 against 0, in
 #                  alternating order) and what ais-stats and hipfile-check show
 #   fallback       the POSIX storage backend (what serves where io_uring is
@@ -52,6 +55,10 @@ has() { [[ " $suites " == *" $1 "* ]]; }
   nvidia-smi --query-gpu=name,memory.total,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv,noheader
   echo "kernel $(uname -r) ($(case "$(uname -r)" in 4.4.0*) echo gVisor ;; *) echo Firecracker ;; esac)), $(nproc) cores"
   free -g | head -2
+  # The host side of hot reads differs between instances of one kind: CPU,
+  # L3, NUMA layout and transparent huge pages go with every figure.
+  lscpu | grep -E '^(Model name|L3 cache|NUMA node\(s\))' | tr -s ' '
+  echo "THP $(cat /sys/kernel/mm/transparent_hugepage/enabled), defrag $(cat /sys/kernel/mm/transparent_hugepage/defrag)"
 } > "$OUT/summary.md" 2>&1
 for b in $BUILDS; do ln -sf libhipfile.so "$C/$b/libhipfile.so.0"; done
 export LD_LIBRARY_PATH="$C${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -252,6 +259,41 @@ if has compare-peers; then
     > "$OUT/loader_shapes.txt" 2>&1
   echo "loader_shapes: exit $?" | tee -a "$OUT/summary.md"
   grep -E '^\|' "$OUT/loader_shapes.txt" >> "$OUT/summary.md"
+fi
+
+# Where an instance's page-cache-hot reads lose their time: the hot sync rows
+# with one engine setting changed at a time, then engine/examples/hot_probe
+# (the bounce path without the engine: how it reads, allocates and waits).
+hotpath_rows() {
+  cat <<EOF
+default|
+no-huge-pages|HIPFILE_HUGE_PAGES=false
+unregistered|HIPFILE_REGISTER_BUFFERS=false
+posix|HIPFILE_IO_BACKEND=posix
+8-workers|HIPFILE_IO_THREADS=8
+bound|HIPFILE_BIND_IO_THREADS=true
+EOF
+}
+if has hotpath; then
+  log "hot reads under one engine setting at a time, $ROUNDS rounds"
+  make_file
+  table_head
+  for r in $(seq "$ROUNDS"); do
+    for bs in 256M 16M; do
+      while IFS='|' read -r name env; do
+        (
+          [ -n "$env" ] && export "${env?}"
+          bench . "hot-$bs-$name-$r" hot --filename="$F" --size=4G --bs="$bs" --rw=read \
+            --ioengine=hipfile-sync --mem=device --invalidate=0 --time_based --runtime=3
+        )
+      done < <(hotpath_rows)
+    done
+  done
+  for v in "read=pread alloc=hostalloc" "read=fixed alloc=register huge=1" "read=uring alloc=register huge=1" \
+    "read=pread alloc=hostalloc gpu=0" "read=fixed alloc=register huge=1 gpu=0"; do
+    # shellcheck disable=SC2086
+    timeout 60 "$C/hot_probe" "$F" threads=16 passes=3 $v 2>&1 | tail -1 | tee -a "$OUT/summary.md"
+  done
 fi
 
 if has stats; then
