@@ -191,9 +191,23 @@ pub fn pretend_thp_off_on_this_thread() {
 /// The caller's pointer is not something the library can vouch for (an
 /// unregistered host pointer has no known extent), and a bad one must give
 /// EFAULT, as a read straight into it would, not crash the thread. So the
-/// kernel does the copy (process_vm_writev on our own process checks the
-/// destination); where that call is refused (seccomp), a plain copy is used.
+/// kernel checks the destination first: `madvise(MADV_POPULATE_WRITE)`
+/// (Linux 5.14) faults every page of the range in writable, or fails where a
+/// write would fault, and then a plain copy runs. Where the check fails or the
+/// kernel lacks it, the kernel does the copy (process_vm_writev on our own
+/// process, which reports EFAULT for a bad destination); where that call is
+/// refused (seccomp), a plain copy is used. process_vm_writev pins and maps
+/// the destination one 4 KiB page at a time: on the 2-core VM it moved 2 MiB
+/// in 229 µs, where the check took 64 µs and the copy 50. (A destination
+/// that another thread unmaps between the check and the copy is the
+/// caller's race, as it is for any library that writes to a buffer.)
 pub(crate) fn copy_to_caller(src: *const u8, dst: usize, len: usize) -> Result<()> {
+    if writable_now(dst, len) {
+        // SAFETY: the bounce holds `len` valid bytes at `src`; the kernel has
+        // just faulted every page of [dst, dst + len) in writable.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst as *mut u8, len) };
+        return Ok(());
+    }
     static REFUSED: AtomicBool = AtomicBool::new(false);
     if !REFUSED.load(Ordering::Relaxed) {
         let mut done = 0usize;
@@ -238,9 +252,83 @@ pub(crate) fn copy_to_caller(src: *const u8, dst: usize, len: usize) -> Result<(
     Ok(())
 }
 
+/// Whether every page of `[dst, dst + len)` is mapped writable now (and
+/// populated, so a copy into it takes no fault). False where the kernel
+/// cannot say (before Linux 5.14, or a mapping it does not populate, such as
+/// a device's): the caller then takes the checked copy.
+fn writable_now(dst: usize, len: usize) -> bool {
+    const PAGE: usize = 4096;
+    let Some(end) = dst
+        .checked_add(len)
+        .and_then(|e| e.checked_next_multiple_of(PAGE))
+    else {
+        return false;
+    };
+    let start = dst & !(PAGE - 1);
+    if len == 0 || start == 0 {
+        return false;
+    }
+    // SAFETY: MADV_POPULATE_WRITE only faults pages of our own address space
+    // in, as a write would; over an unmapped or read-only range it fails.
+    unsafe {
+        libc::madvise(
+            start as *mut libc::c_void,
+            end - start,
+            libc::MADV_POPULATE_WRITE,
+        ) == 0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_copy_lands_or_gives_efault() {
+        let src = vec![5u8; 3 << 20];
+        // Writable memory, off page alignment at both ends.
+        let mut dst = vec![0u8; (3 << 20) + 100];
+        copy_to_caller(src.as_ptr(), dst.as_mut_ptr() as usize + 7, 3 << 20).unwrap();
+        assert!(dst[..7].iter().all(|&b| b == 0));
+        assert!(dst[7..7 + (3 << 20)].iter().all(|&b| b == 5));
+        assert!(dst[7 + (3 << 20)..].iter().all(|&b| b == 0));
+        // A read-only mapping and an unmapped one: EFAULT, not a crash.
+        let n = 1 << 20;
+        // SAFETY: fresh anonymous mappings of our own, unmapped below.
+        let ro = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                2 * n,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(ro, libc::MAP_FAILED);
+        let ro = ro as usize;
+        assert!(!writable_now(ro, n));
+        assert_eq!(
+            copy_to_caller(src.as_ptr(), ro, n),
+            Err(Error::Os(libc::EFAULT))
+        );
+        // SAFETY: the second half of our own mapping.
+        unsafe { libc::munmap((ro + n) as *mut libc::c_void, n) };
+        assert_eq!(
+            copy_to_caller(src.as_ptr(), ro + n, n),
+            Err(Error::Os(libc::EFAULT))
+        );
+        // Writable, then a hole: the check fails as a whole.
+        let rw = libc::PROT_READ | libc::PROT_WRITE;
+        // SAFETY: making the first half of our own mapping writable.
+        let r = unsafe { libc::mprotect(ro as *mut libc::c_void, n, rw) };
+        assert_eq!(r, 0);
+        assert!(!writable_now(ro + n - 4096, 8192));
+        assert!(copy_to_caller(src.as_ptr(), ro + n - 4096, 8192).is_err());
+        assert!(writable_now(ro, n));
+        // SAFETY: our own mapping, unmapped once.
+        unsafe { libc::munmap(ro as *mut libc::c_void, n) };
+    }
 
     /// `AnonHugePages` (KiB) of the mapping of /proc/self/smaps holding `addr`.
     fn anon_huge_kb(addr: usize) -> Option<u64> {
