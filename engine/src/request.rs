@@ -464,7 +464,7 @@ mod tests {
         assert_eq!(split_bytes(64 * mib, 16, 1, 4 * mib), 4 * mib);
         assert_eq!(split_bytes(64 * mib, 16, 2, 4 * mib), 2 * mib);
         assert_eq!(split_bytes(64 * mib, 16, 4, 4 * mib), 2 * mib);
-        // One piece per worker is already under 2 MiB: it stays.
+        // Pieces under 2 MiB: one for each of at most eight workers.
         assert_eq!(split_bytes(16 * mib, 16, 2, 4 * mib), 2 * mib);
         assert_eq!(split_bytes(4 * mib, 16, 2, 4 * mib), 512 << 10);
         assert_eq!(split_bytes(8 * mib, 16, 2, 4 * mib), mib);
