@@ -257,14 +257,16 @@ pub(crate) fn copy_to_caller(src: *const u8, dst: usize, len: usize) -> Result<(
 /// cannot say (before Linux 5.14, or a mapping it does not populate, such as
 /// a device's): the caller then takes the checked copy.
 fn writable_now(dst: usize, len: usize) -> bool {
-    const PAGE: usize = 4096;
+    // madvise wants a page-aligned start: the kernel's page, not 4 KiB.
+    // SAFETY: sysconf only reads a value the C library holds.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
     let Some(end) = dst
         .checked_add(len)
-        .and_then(|e| e.checked_next_multiple_of(PAGE))
+        .and_then(|e| e.checked_next_multiple_of(page))
     else {
         return false;
     };
-    let start = dst & !(PAGE - 1);
+    let start = dst - dst % page;
     if len == 0 || start == 0 {
         return false;
     }

@@ -352,10 +352,7 @@ impl Engine {
             done,
         ));
         let queued_at = std::time::Instant::now();
-        // Durable and O_DIRECT writes are storage-bound in every piece, like
-        // O_DIRECT reads: they go to the same few workers.
-        let cold_write = storage_write && self.inner.cfg.cold_limit().is_some();
-        let cold = self.cold_reads(&req, start, end);
+        let cold = self.storage_bound(&req, storage_write, start, end);
         let chunks: Vec<Chunk> = pieces(start, size, chunk)
             .enumerate()
             .map(|(idx, (off, len))| Chunk {
@@ -367,7 +364,7 @@ impl Engine {
                 file_offset: off,
                 len,
                 durable: req.durable,
-                cold: cold_write || cold.as_ref().is_some_and(|is_cold| is_cold(off, len)),
+                cold: cold.as_ref().is_some_and(|is_cold| is_cold(off, len)),
                 queued_at,
             })
             .collect();
@@ -381,31 +378,38 @@ impl Engine {
         }
     }
 
-    /// While `cold_io_threads` limits storage reads to some workers: which
-    /// chunks of a read of `start..end` will go to storage. A descriptor
-    /// opened with O_DIRECT or `HIPFILE_READ_MODE=direct` sends every chunk
-    /// there; otherwise a chunk is cold when `cachestat` says the page cache
-    /// lacks part of it (one call for the whole request first, so a hot read
-    /// costs one call). Without an answer (kernel < 6.5) chunks count as hot.
-    fn cold_reads(
+    /// While `cold_io_threads` limits storage-bound chunks to some workers:
+    /// which chunks of a request over `start..end` go to storage. Every
+    /// piece of a `storage_write` (durable, or on an O_DIRECT descriptor)
+    /// does. For a read, a descriptor opened with O_DIRECT or
+    /// `HIPFILE_READ_MODE=direct` sends every chunk there; otherwise a chunk
+    /// is cold when `cachestat` says the page cache lacks part of it (one
+    /// call for the whole request first, so a hot read costs one call).
+    /// Without an answer (kernel < 6.5) chunks count as hot.
+    fn storage_bound(
         &self,
         req: &IoRequest,
+        storage_write: bool,
         start: u64,
         end: u64,
     ) -> Option<impl Fn(u64, usize) -> bool> {
         self.inner.cfg.cold_limit()?;
         let cfg = &self.inner.cfg;
-        if req.dir != Direction::Read
-            || req.file.direct().is_none()
-            || cfg.read_mode == ReadMode::Buffered
-        {
-            return None;
-        }
-        let all = req.file.client_direct || cfg.read_mode == ReadMode::Direct;
         let fd = req.file.buffered_fd;
-        if !all && crate::file::fully_cached(fd, start, end - start) != Some(false) {
-            return None;
-        }
+        let all = match req.dir {
+            Direction::Write if storage_write => true,
+            Direction::Write => return None,
+            Direction::Read => {
+                if req.file.direct().is_none() || cfg.read_mode == ReadMode::Buffered {
+                    return None;
+                }
+                let all = req.file.client_direct || cfg.read_mode == ReadMode::Direct;
+                if !all && crate::file::fully_cached(fd, start, end - start) != Some(false) {
+                    return None;
+                }
+                all
+            }
+        };
         Some(move |off: u64, len: usize| {
             all || crate::file::fully_cached(fd, off, len as u64) == Some(false)
         })

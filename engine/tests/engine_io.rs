@@ -599,16 +599,16 @@ fn one_event_ends_every_copy_queued_before_it() {
 
 /// Counts the reads (or writes) each worker's ring completes, and the
 /// longest of them.
-struct CountReads {
-    reads: Arc<AtomicUsize>,
+struct CountOps {
+    count: Arc<AtomicUsize>,
     writes: bool,
     longest: Arc<AtomicUsize>,
 }
 
-impl FaultPlan for CountReads {
+impl FaultPlan for CountOps {
     fn on_complete(&mut self, op: &Op, cqe: Cqe, out: &mut Vec<Cqe>) {
         if matches!(op, Op::Write { .. }) == self.writes && !matches!(op, Op::Fsync { .. }) {
-            self.reads.fetch_add(1, Ordering::SeqCst);
+            self.count.fetch_add(1, Ordering::SeqCst);
             self.longest.fetch_max(op.len() as usize, Ordering::SeqCst);
         }
         out.push(cqe);
@@ -631,8 +631,8 @@ fn reads_per_worker(cold_io_threads: usize) -> Vec<usize> {
     let counts: Vec<Arc<AtomicUsize>> = (0..3).map(|_| Arc::new(AtomicUsize::new(0))).collect();
     let c = counts.clone();
     let factory: FaultFactory = Arc::new(move |id| {
-        Some(Box::new(CountReads {
-            reads: c[id].clone(),
+        Some(Box::new(CountOps {
+            count: c[id].clone(),
             writes: false,
             longest: Arc::new(AtomicUsize::new(0)),
         }) as Box<dyn FaultPlan>)
@@ -719,8 +719,8 @@ fn durable_writes_per_worker(cold_io_threads: usize) -> (Vec<usize>, usize) {
     let longest = Arc::new(AtomicUsize::new(0));
     let (c, l) = (counts.clone(), longest.clone());
     let factory: FaultFactory = Arc::new(move |id| {
-        Some(Box::new(CountReads {
-            reads: c[id].clone(),
+        Some(Box::new(CountOps {
+            count: c[id].clone(),
             writes: true,
             longest: l.clone(),
         }) as Box<dyn FaultPlan>)
