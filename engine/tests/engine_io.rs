@@ -406,6 +406,67 @@ fn small_device_transfers_run_inline_and_are_exact() {
     std::fs::remove_file(&path).unwrap();
 }
 
+#[test]
+fn hot_device_reads_up_to_256k_run_inline_and_cold_ones_on_the_workers() {
+    let len = 4 << 20;
+    let data = pattern(len, 0x5a);
+    let (path, f) = temp_file("dev-hot-inline", &data);
+    let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
+    let gpu = Arc::new(TestGpu::new(1));
+    let e = engine(gpu.clone(), ReadMode::Auto);
+    let dev = gpu.device_alloc(0, 1 << 20).unwrap();
+    let cachestat = hipfile_engine::file::fully_cached(f.as_raw_fd(), 0, 4096).is_some();
+    let read = |size: usize, off: usize| {
+        let before = e.stats().inline_bytes;
+        // SAFETY: the memory named is owned by this test and outlives the call.
+        let n = unsafe {
+            e.read(
+                &file,
+                Memory::Device {
+                    ptr: dev,
+                    device: 0,
+                },
+                size,
+                off as u64,
+            )
+        };
+        assert_eq!(n.unwrap(), size);
+        assert!(
+            gpu.read_device(dev, size) == data[off..off + size],
+            "{size} at {off}"
+        );
+        e.stats().inline_bytes - before
+    };
+    // Cold: the storage workers read it (O_DIRECT where the file allows).
+    make_cold(&f);
+    assert_eq!(
+        read(256 << 10, 1 << 20),
+        0,
+        "a cold 256 KiB device read ran inline"
+    );
+    // Hot (every page cached): on the caller's thread, up to 256 KiB.
+    let mut sink = vec![0u8; len];
+    f.read_exact_at(&mut sink, 0).unwrap();
+    if cachestat {
+        assert_eq!(read(256 << 10, 2 << 20), 256 << 10);
+        assert_eq!(read(100_000, 12_345), 100_000);
+    } else {
+        eprintln!("SKIPPED (inline part): this kernel has no cachestat");
+    }
+    // Above the limit, or one page short of fully cached: the workers.
+    assert_eq!(read(512 << 10, 0), 0);
+    // SAFETY: plain advice on our own descriptor, one page of the range.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 3 << 20, 4096, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(
+        read(256 << 10, 3 << 20),
+        0,
+        "a partly cached read ran inline"
+    );
+    // SAFETY: no longer used.
+    unsafe { gpu.device_free(dev).unwrap() };
+    std::fs::remove_file(&path).unwrap();
+}
+
 /// Holds back the first completion any of the engine's rings produces until
 /// `open` is set: the worker that got it is stuck with its only slot.
 struct Stall {
