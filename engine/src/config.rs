@@ -179,9 +179,14 @@ pub const DEFAULT_COLD_IO_THREADS: usize = 4;
 /// disks of the H200 and H100 machines take 1 MiB O_DIRECT writes at 32 in
 /// flight faster than 4 MiB ones (3.5–4.8 against 2.9–3.9 GB/s, raw
 /// io_uring from huge pages), and durable 256 MiB writes from device memory
-/// followed: 1 MiB pieces on the four storage workers ran 1.04–1.26 × the
-/// 4 MiB chunks on all sixteen in 8 of 9 interleaved rounds over the two
-/// machines. A chunk size below it (`HIPFILE_CHUNK_KB`) still caps it.
+/// followed: on an O_DIRECT handle, 1 MiB pieces on the four storage
+/// workers ran 1.04–1.26 × 4 MiB chunks on all sixteen in 8 of 9
+/// interleaved rounds over the two machines; on a buffered handle (page
+/// cache, then writeback) 2 and 4 MiB pieces ran 0.95 × and 0.91 × the
+/// 1 MiB ones and 512 KiB pieces 0.99 × (medians of 10 interleaved rounds,
+/// H100), and 1 MiB pieces ran better on all the workers than on the
+/// storage ones (1.02 ×, ahead in 12 rounds of 20). A chunk size below it
+/// (`HIPFILE_CHUNK_KB`) still caps it.
 pub const STORAGE_WRITE_PIECE_BYTES: usize = 1 << 20;
 /// Smallest piece a request is split into when it is spread over the workers.
 pub const MIN_SPLIT_BYTES: usize = 64 << 10;

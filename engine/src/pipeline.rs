@@ -352,7 +352,7 @@ impl Engine {
             done,
         ));
         let queued_at = std::time::Instant::now();
-        let cold = self.storage_bound(&req, storage_write, start, end);
+        let cold = self.storage_bound(&req, start, end);
         let chunks: Vec<Chunk> = pieces(start, size, chunk)
             .enumerate()
             .map(|(idx, (off, len))| Chunk {
@@ -380,8 +380,10 @@ impl Engine {
 
     /// While `cold_io_threads` limits storage-bound chunks to some workers:
     /// which chunks of a request over `start..end` go to storage. Every
-    /// piece of a `storage_write` (durable, or on an O_DIRECT descriptor)
-    /// does. For a read, a descriptor opened with O_DIRECT or
+    /// piece of a write on an O_DIRECT descriptor does; a write through the
+    /// page cache is a memory copy (its writeback is the kernel's), so its
+    /// pieces go to any worker, durable or not. For a read, a descriptor
+    /// opened with O_DIRECT or
     /// `HIPFILE_READ_MODE=direct` sends every chunk there; otherwise a chunk
     /// is cold when `cachestat` says the page cache lacks part of it (one
     /// call for the whole request first, so a hot read costs one call).
@@ -389,7 +391,6 @@ impl Engine {
     fn storage_bound(
         &self,
         req: &IoRequest,
-        storage_write: bool,
         start: u64,
         end: u64,
     ) -> Option<impl Fn(u64, usize) -> bool> {
@@ -397,7 +398,7 @@ impl Engine {
         let cfg = &self.inner.cfg;
         let fd = req.file.buffered_fd;
         let all = match req.dir {
-            Direction::Write if storage_write => true,
+            Direction::Write if req.file.client_direct => true,
             Direction::Write => return None,
             Direction::Read => {
                 if req.file.direct().is_none() || cfg.read_mode == ReadMode::Buffered {

@@ -771,11 +771,15 @@ fn storage_reads_go_only_to_the_cold_workers() {
 }
 
 /// Writes per worker, and the longest, for one durable 8 MiB sync write
-/// through a buffered descriptor, with `cold_io_threads` set.
-fn durable_writes_per_worker(cold_io_threads: usize) -> (Vec<usize>, usize) {
+/// through an O_DIRECT (`direct`) or a buffered descriptor, with
+/// `cold_io_threads` set.
+fn durable_writes_per_worker(cold_io_threads: usize, direct: bool) -> (Vec<usize>, usize) {
     let size = 8 << 20;
     let data = pattern(size, 41);
-    let (path, _f) = temp_file(&format!("coldw{cold_io_threads}"), &vec![0u8; size]);
+    let (path, _f) = temp_file(
+        &format!("coldw{cold_io_threads}-{direct}"),
+        &vec![0u8; size],
+    );
     let counts: Vec<Arc<AtomicUsize>> = (0..3).map(|_| Arc::new(AtomicUsize::new(0))).collect();
     let longest = Arc::new(AtomicUsize::new(0));
     let (c, l) = (counts.clone(), longest.clone());
@@ -794,20 +798,28 @@ fn durable_writes_per_worker(cold_io_threads: usize) -> (Vec<usize>, usize) {
     assert!(cfg.write_sync, "sync writes are durable by default");
     let e =
         Engine::with_faults(cfg, Arc::new(NoGpu { why: "test".into() }), Some(factory)).unwrap();
-    let fd = open_rw(&path, false);
+    let fd = open_rw(&path, direct);
     let file = Arc::new(File::probe(fd.as_raw_fd()).unwrap());
-    let mut buf = vec![0u8; size];
-    // Start all three workers with a read of the (page-cache hot) file.
+    // O_DIRECT transfers need aligned memory: a 4 KiB-aligned copy of `data`.
+    let (mut src, at) = small_page_buffer(size, 0);
+    let o = at - src.as_ptr() as usize;
+    src[o..o + size].copy_from_slice(&data);
+    let (mut buf, dst) = small_page_buffer(size, 0);
+    // Start all three workers with a read of the (page-cache hot) file
+    // through a buffered descriptor (an O_DIRECT read would be storage-bound).
+    let warm_fd = open_rw(&path, false);
+    let warm = Arc::new(File::probe(warm_fd.as_raw_fd()).unwrap());
     // SAFETY: the memory named is owned by this test and outlives the call.
-    let got = unsafe { e.read(&file, Memory::Host(buf.as_mut_ptr() as usize), size, 0) };
+    let got = unsafe { e.read(&warm, Memory::Host(dst), size, 0) };
     assert_eq!(got, Ok(size));
+    buf.clear();
     let t0 = std::time::Instant::now();
     while e.workers() < 3 && t0.elapsed() < Duration::from_secs(30) {
         std::thread::yield_now();
     }
     assert_eq!(e.workers(), 3, "the workers did not start");
-    // SAFETY: as above; `data` outlives the call.
-    let got = unsafe { e.write(&file, Memory::Host(data.as_ptr() as usize), size, 0) };
+    // SAFETY: as above; `src` outlives the call.
+    let got = unsafe { e.write(&file, Memory::Host(at), size, 0) };
     assert_eq!(got, Ok(size));
     drop(e);
     assert!(std::fs::read(&path).unwrap() == data, "data differs");
@@ -817,17 +829,27 @@ fn durable_writes_per_worker(cold_io_threads: usize) -> (Vec<usize>, usize) {
 }
 
 #[test]
-fn durable_writes_go_to_the_cold_workers_in_storage_pieces() {
+fn o_direct_writes_go_to_the_cold_workers_in_storage_pieces() {
     let piece = hipfile_engine::config::STORAGE_WRITE_PIECE_BYTES;
-    let (limited, longest) = durable_writes_per_worker(1);
+    let (limited, longest) = durable_writes_per_worker(1, true);
     assert!(
         limited[0] >= 8 && limited[1] == 0 && limited[2] == 0,
         "{limited:?}"
     );
     assert!(longest <= piece, "a write of {longest} bytes");
     // The control: without the limit the pieces spread over the workers.
-    let (spread, longest) = durable_writes_per_worker(0);
+    let (spread, longest) = durable_writes_per_worker(0, true);
     assert!(spread.iter().filter(|&&w| w > 0).count() > 1, "{spread:?}");
+    assert!(longest <= piece, "a write of {longest} bytes");
+}
+
+#[test]
+fn durable_page_cache_writes_spread_over_the_workers_in_storage_pieces() {
+    // A buffered write is a copy into the page cache: no storage worker limit.
+    let piece = hipfile_engine::config::STORAGE_WRITE_PIECE_BYTES;
+    let (spread, longest) = durable_writes_per_worker(1, false);
+    assert!(spread.iter().filter(|&&w| w > 0).count() > 1, "{spread:?}");
+    assert!(spread.iter().sum::<usize>() >= 8, "{spread:?}");
     assert!(longest <= piece, "a write of {longest} bytes");
 }
 
