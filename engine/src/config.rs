@@ -140,15 +140,17 @@ pub const MID_SLOT_DATA_BYTES: usize = 1 << 20;
 pub const INLINE_OTHER_MAX_BYTES: usize = 64 << 10;
 
 /// Largest device read done on the caller's thread when its range is in the
-/// page cache (`cachestat` says so), whatever `inline_max_bytes` allows above
-/// [`INLINE_OTHER_MAX_BYTES`]. A page-cache read of this size is a single
+/// page cache (`cachestat` says so), whatever `inline_max_bytes` is (0 still
+/// turns every inline transfer off). A page-cache read of this size is a single
 /// memcpy out of the cache plus one host-to-device copy: on the caller's
 /// thread it costs no hand-off to a worker and no wake-up, and callers on
 /// several threads each keep their own copy going. Eight threads each
 /// opening, reading and closing 256 KiB files into device memory (H100, four
-/// interleaved rounds) read 13.8–17.8 GB/s this way against 6.5–7.1 through
-/// the workers. A cold range still goes to the storage workers, whose
-/// O_DIRECT reads keep the disk's queue full.
+/// interleaved rounds) read 12.8–15.5 GB/s this way against 6.2–7.1 through
+/// the workers, and one thread's sequential 256 KiB reads 4.2–4.6 against
+/// 1.9–2.1. A cold range still goes to the storage workers, whose O_DIRECT
+/// reads keep the disk's queue full (the same threads without the
+/// `cachestat` check read cold files at 0.78–1.06 × the workers' rate).
 pub const HOT_DEVICE_INLINE_MAX_BYTES: usize = 256 << 10;
 
 /// The inline limit for host reads with `io_threads` workers. With two

@@ -383,11 +383,10 @@ impl Engine {
     /// piece of a write on an O_DIRECT descriptor does; a write through the
     /// page cache is a memory copy (its writeback is the kernel's), so its
     /// pieces go to any worker, durable or not. For a read, a descriptor
-    /// opened with O_DIRECT or
-    /// `HIPFILE_READ_MODE=direct` sends every chunk there; otherwise a chunk
-    /// is cold when `cachestat` says the page cache lacks part of it (one
-    /// call for the whole request first, so a hot read costs one call).
-    /// Without an answer (kernel < 6.5) chunks count as hot.
+    /// opened with O_DIRECT or `HIPFILE_READ_MODE=direct` sends every chunk
+    /// there; otherwise a chunk is cold when `cachestat` says the page cache
+    /// lacks part of it (one call for the whole request first, so a hot read
+    /// costs one call). Without an answer (kernel < 6.5) chunks count as hot.
     fn storage_bound(
         &self,
         req: &IoRequest,
