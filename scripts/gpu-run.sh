@@ -36,8 +36,8 @@
 #
 # PERF_ROWS=REGEX keeps the perf rows whose names match (e.g. 'copy-h2d|async').
 # BUILDS="a b" runs every perf row once per build, interleaved, with the build
-# in .carry/a, .carry/b (a before/after comparison on one instance); by
-# default the build is .carry itself.
+# in .carry/a, .carry/b (a before/after comparison on one instance), the first
+# build rotating from round to round; by default the build is .carry itself.
 set -uo pipefail
 OUT="${OUT:-/tmp/out}"
 mkdir -p "$OUT"
@@ -63,6 +63,15 @@ has() { [[ " $suites " == *" $1 "* ]]; }
 for b in $BUILDS; do ln -sf libhipfile.so "$C/$b/libhipfile.so.0"; done
 export LD_LIBRARY_PATH="$C${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+# BUILDS in the order round $1 runs them: rotated by one build each round, so
+# that no build is always first (on these machines the first of two runs of
+# identical code measured 0.94-0.98 x the second).
+builds_in_round() {
+  local -a b
+  read -r -a b <<< "$BUILDS"
+  local n=${#b[@]} i
+  for ((i = 0; i < n; i++)); do echo "${b[$(( (i + $1 - 1) % n ))]}"; done
+}
 
 if has correctness; then
   log "build the C GPU tests with nvcc"
@@ -216,7 +225,7 @@ if has perf; then
   table_head
   for r in $(seq "$ROUNDS"); do
     while IFS='|' read -r name prep args; do
-      for b in $BUILDS; do
+      for b in $(builds_in_round "$r"); do
         # shellcheck disable=SC2086
         bench "$b" "$name-$r" "$prep" $args
       done
@@ -370,7 +379,7 @@ if has fallback; then
   table_head
   for r in $(seq "$ROUNDS"); do
     while IFS='|' read -r name prep envs args; do
-      for b in $BUILDS; do
+      for b in $(builds_in_round "$r"); do
         # shellcheck disable=SC2086
         (if [ "$envs" != - ]; then export $envs; fi; bench "$b" "$name-$r" "$prep" $args)
       done
