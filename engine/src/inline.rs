@@ -56,7 +56,14 @@ pub(crate) fn ready_for(gpu: &Arc<dyn Gpu>, mem: &Memory) -> bool {
     })
 }
 
-pub(crate) fn device_io(gpu: &Arc<dyn Gpu>, req: &IoRequest, stats: &Stats) -> Result<usize> {
+/// `cached`: the caller has just found the whole range in the page cache
+/// (passed on to [`host_io`]).
+pub(crate) fn device_io(
+    gpu: &Arc<dyn Gpu>,
+    req: &IoRequest,
+    stats: &Stats,
+    cached: bool,
+) -> Result<usize> {
     let Memory::Device { ptr, device } = req.mem else {
         return Err(OpError::InternalError.into());
     };
@@ -95,7 +102,7 @@ pub(crate) fn device_io(gpu: &Arc<dyn Gpu>, req: &IoRequest, stats: &Stats) -> R
         };
         match req.dir {
             Direction::Read => {
-                let n = host_io(&host, stats, false)?;
+                let n = host_io(&host, stats, false, cached)?;
                 if n > 0 {
                     // SAFETY: the bounce holds n valid bytes and stays untouched until
                     // the stream synchronisation below returns.
@@ -109,7 +116,7 @@ pub(crate) fn device_io(gpu: &Arc<dyn Gpu>, req: &IoRequest, stats: &Stats) -> R
                 // the synchronisation returns.
                 unsafe { gpu.copy_dtoh_async(bounce, ptr, req.size, stream)? };
                 gpu.stream_synchronize(stream)?;
-                host_io(&host, stats, false)
+                host_io(&host, stats, false, false)
             }
         }
     })
@@ -125,8 +132,14 @@ pub(crate) fn device_io(gpu: &Arc<dyn Gpu>, req: &IoRequest, stats: &Stats) -> R
 /// result means what [`crate::errno`] says it means. `via_huge_page`: an
 /// O_DIRECT read may go through a huge page ([`crate::host_bounce`]), as it
 /// should into a caller's memory of small pages (false for our own bounce,
-/// or with huge pages turned off).
-pub(crate) fn host_io(req: &IoRequest, stats: &Stats, via_huge_page: bool) -> Result<usize> {
+/// or with huge pages turned off). `cached`: the caller has just found the
+/// whole range in the page cache, so a large read skips asking again.
+pub(crate) fn host_io(
+    req: &IoRequest,
+    stats: &Stats,
+    via_huge_page: bool,
+    cached: bool,
+) -> Result<usize> {
     let Memory::Host(p) = req.mem else {
         return Err(OpError::InternalError.into());
     };
@@ -161,6 +174,7 @@ pub(crate) fn host_io(req: &IoRequest, stats: &Stats, via_huge_page: bool) -> Re
                 let want_direct = direct_fd.is_some()
                     && (f.client_direct
                         || len > crate::config::INLINE_OTHER_MAX_BYTES
+                            && !cached
                             && crate::file::fully_cached(f.buffered_fd, off, len as u64)
                                 == Some(false));
                 // Without an O_DIRECT way a miss is read through the page

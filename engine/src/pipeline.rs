@@ -456,25 +456,26 @@ impl Engine {
         let host_read = auto && host && req.dir == Direction::Read && req.size <= max;
         // A page-cache-hot device read up to HOT_DEVICE_INLINE_MAX_BYTES: one
         // cachestat call decides (a cold or uncertain range goes to the
-        // workers). O_DIRECT descriptors read from storage, so never.
-        let hot_device_read = || {
-            auto && max > 0
-                && !host
-                && req.dir == Direction::Read
-                && req.size <= crate::config::HOT_DEVICE_INLINE_MAX_BYTES
-                && !req.file.client_direct
-                && crate::file::fully_cached(req.file.buffered_fd, req.file_offset, req.size as u64)
-                    == Some(true)
-        };
+        // workers), and the inline read trusts its answer. O_DIRECT
+        // descriptors read from storage, so never.
+        let hot_device_read = !small
+            && auto
+            && max > 0
+            && !host
+            && req.dir == Direction::Read
+            && req.size <= crate::config::HOT_DEVICE_INLINE_MAX_BYTES
+            && !req.file.client_direct
+            && crate::file::fully_cached(req.file.buffered_fd, req.file_offset, req.size as u64)
+                == Some(true);
         let n = if host_read || (small && host) {
             crate::stats::served_inline();
             self.check_access(&req)?;
             let _busy = crate::file::InflightGuard::new(&req.file);
             let huge = self.inner.cfg.huge_pages;
-            let n = crate::inline::host_io(&req, &self.inner.stats, huge)?;
+            let n = crate::inline::host_io(&req, &self.inner.stats, huge, false)?;
             self.inner.stats.inline_bytes.add(n as u64);
             n
-        } else if (small || hot_device_read())
+        } else if (small || hot_device_read)
             && self.inner.gpu.has_devices()
             && (self.inner.stream_ops.load(Ordering::Acquire) == 0
                 || crate::inline::ready_for(&self.inner.gpu, &req.mem))
@@ -482,7 +483,12 @@ impl Engine {
             crate::stats::served_inline();
             self.check_access(&req)?;
             let _busy = crate::file::InflightGuard::new(&req.file);
-            let n = crate::inline::device_io(&self.inner.gpu, &req, &self.inner.stats)?;
+            let n = crate::inline::device_io(
+                &self.inner.gpu,
+                &req,
+                &self.inner.stats,
+                hot_device_read,
+            )?;
             self.inner.stats.inline_bytes.add(n as u64);
             n
         } else {
