@@ -20,8 +20,9 @@
 #                  program over libhipfile, in the same run (KvikIO's wheels
 #                  carried in .whl/)
 #   hotpath        page-cache-hot sync reads with one engine setting changed
-#                  at a time, and hot_probe's bounce-path variants (for an
-#                  instance where hot reads are slow)
+#                  at a time (HOTPATH_ROWS, HOTPATH_BS, HOTPATH_BENCH_ARGS),
+#                  and hot_probe's bounce-path variants (HOTPATH_PROBE=0
+#                  skips them; for an instance where hot reads are slow)
 #   stats          what statistics cost (HIPFILE_STATS_LEVEL 1 against 0, in
 #                  alternating order) and what ais-stats and hipfile-check show
 #   fallback       the POSIX storage backend (what serves where io_uring is
@@ -273,7 +274,14 @@ fi
 # Where an instance's page-cache-hot reads lose their time: the hot sync rows
 # with one engine setting changed at a time, then engine/examples/hot_probe
 # (the bounce path without the engine: how it reads, allocates and waits).
+# HOTPATH_ROWS: the rows, one "name|VAR=value VAR=value" a line (default
+# below); HOTPATH_BS: the request sizes; HOTPATH_PROBE=0 skips hot_probe.
+# Each round starts one row later, so that no setting always runs first.
 hotpath_rows() {
+  if [ -n "${HOTPATH_ROWS:-}" ]; then
+    printf '%s\n' "$HOTPATH_ROWS"
+    return
+  fi
   cat <<EOF
 default|
 no-huge-pages|HIPFILE_HUGE_PAGES=false
@@ -281,25 +289,32 @@ unregistered|HIPFILE_REGISTER_BUFFERS=false
 posix|HIPFILE_IO_BACKEND=posix
 8-workers|HIPFILE_IO_THREADS=8
 bound|HIPFILE_BIND_IO_THREADS=true
+copy-step-0|HIPFILE_COPY_STEP_KB=0
 EOF
 }
 if has hotpath; then
   log "hot reads under one engine setting at a time, $ROUNDS rounds"
   make_file
   table_head
+  mapfile -t rows < <(hotpath_rows)
   for r in $(seq "$ROUNDS"); do
-    for bs in 256M 16M; do
-      while IFS='|' read -r name env; do
+    for bs in ${HOTPATH_BS:-256M 16M}; do
+      for ((i = 0; i < ${#rows[@]}; i++)); do
+        IFS='|' read -r name env <<< "${rows[$(( (i + r - 1) % ${#rows[@]} ))]}"
         (
-          [ -n "$env" ] && export "${env?}"
+          # shellcheck disable=SC2086
+          [ -n "$env" ] && export $env
+          # shellcheck disable=SC2086
           bench . "hot-$bs-$name-$r" hot --filename="$F" --size=4G --bs="$bs" --rw=read \
-            --ioengine=hipfile-sync --mem=device --invalidate=0 --time_based --runtime=3
+            --ioengine=hipfile-sync --mem=device --invalidate=0 --time_based --runtime=3 \
+            ${HOTPATH_BENCH_ARGS:-}
         )
-      done < <(hotpath_rows)
+      done
     done
   done
   for v in "read=pread alloc=hostalloc" "read=fixed alloc=register huge=1" "read=uring alloc=register huge=1" \
     "read=pread alloc=hostalloc gpu=0" "read=fixed alloc=register huge=1 gpu=0"; do
+    [ "${HOTPATH_PROBE:-1}" = 1 ] || break
     # shellcheck disable=SC2086
     timeout 60 "$C/hot_probe" "$F" threads=16 passes=3 $v 2>&1 | tail -1 | tee -a "$OUT/summary.md"
   done

@@ -260,6 +260,83 @@ fn device_round_trip_through_async_test_double() {
     std::fs::remove_file(&path).unwrap();
 }
 
+/// Hot chunks bound for device memory are read in steps whose copies start
+/// while the rest of the chunk is read (`Config::copy_step_bytes`): with
+/// slow copies, every byte still lands where it belongs, a copy that fails
+/// part way fails its request and no other, and no slot is reused while a
+/// copy ahead is still reading it.
+#[test]
+fn hot_device_chunks_are_copied_step_by_step() {
+    let len = (6 << 20) + 777;
+    let data = pattern(len, 0x3c);
+    let (path, f) = temp_file("dev-steps", &data);
+    let mut sink = vec![0u8; len];
+    f.read_exact_at(&mut sink, 0).unwrap();
+    let gpu = Arc::new(TestGpu::new(1));
+    gpu.set_copy_delay(Duration::from_micros(200));
+    let mut rng = Rng(seed() ^ 0x57e9);
+    for grow in [false, true] {
+        let cfg = Config {
+            copy_step_bytes: 64 << 10,
+            copy_step_grow: grow,
+            ..small_config()
+        };
+        let e = Engine::with_gpu(cfg, gpu.clone()).unwrap();
+        for direct_fd in [false, true] {
+            let f = open_rw(&path, direct_fd);
+            let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
+            let dev = gpu.device_alloc(0, 3 << 20).unwrap();
+            let copies = gpu.copies_issued();
+            let chunks = e.stats().chunks;
+            for _ in 0..10 {
+                // Above the 256 KiB a hot device read may take inline.
+                let size = (300 << 10) + rng.below(2 << 20) as usize;
+                let off = rng.below(len as u64 - size as u64);
+                let mem = Memory::Device {
+                    ptr: dev,
+                    device: 0,
+                };
+                // SAFETY: the memory named is owned by this test and outlives the call.
+                let n = unsafe { e.read(&file, mem, size, off) }.unwrap();
+                assert_eq!(n, size);
+                let at = off as usize;
+                let ok = gpu.read_device(dev, size) == data[at..at + size];
+                assert!(ok, "{size} at {off}, grow {grow}, O_DIRECT fd {direct_fd}");
+            }
+            let (copies, chunks) = (gpu.copies_issued() - copies, e.stats().chunks - chunks);
+            if direct_fd {
+                // An O_DIRECT descriptor reads by O_DIRECT: one copy a chunk.
+                assert_eq!(copies, chunks, "grow {grow}");
+            } else {
+                // 256 KiB chunks in 64 KiB steps: copies ahead besides each
+                // chunk's own.
+                assert!(copies > chunks, "{copies} copies, {chunks} chunks");
+            }
+            // SAFETY: no longer used.
+            unsafe { gpu.device_free(dev).unwrap() };
+        }
+        // A copy that fails: the first chunk's second copy, one ahead.
+        let f = open_rw(&path, false);
+        let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
+        let dev = gpu.device_alloc(0, 1 << 20).unwrap();
+        let mem = Memory::Device {
+            ptr: dev,
+            device: 0,
+        };
+        gpu.fail_copies_after(1, 1);
+        // SAFETY: as above.
+        let r = unsafe { e.read(&file, mem, 1 << 20, 4096) };
+        assert!(matches!(r, Err(Error::Gpu(_))), "{r:?}");
+        // SAFETY: as above.
+        let n = unsafe { e.read(&file, mem, 1 << 20, 8192) }.unwrap();
+        assert_eq!(n, 1 << 20);
+        assert!(gpu.read_device(dev, n) == data[8192..8192 + n]);
+        // SAFETY: no longer used.
+        unsafe { gpu.device_free(dev).unwrap() };
+    }
+    std::fs::remove_file(&path).unwrap();
+}
+
 #[test]
 fn device_writes_through_test_double() {
     let len = 3 << 20;
