@@ -64,18 +64,6 @@ pub struct Config {
     /// 44.0–47.3 without. Always on; not read from the environment (tests
     /// compare both settings).
     pub first_read_alone: bool,
-    /// `HIPFILE_COPY_STEP_KB`: a worker reads a page-cache-hot chunk bound
-    /// for device memory in steps, the first of this many bytes, and queues
-    /// each step's copy to the device as soon as the step is in the slot.
-    /// The kernel copies a cached read inside `io_uring_enter`, so a chunk
-    /// read whole leaves the link idle for that whole copy: every worker's
-    /// first chunk of a request is read before any byte moves (1.2 ms for
-    /// 4 MiB on the H200 host with 16 workers reading), which a 16 MiB or
-    /// 256 MiB request feels as a fixed cost. 0 reads a chunk in one step.
-    pub copy_step_bytes: usize,
-    /// `HIPFILE_COPY_STEP_GROW`: each step twice the one before (few copies
-    /// per chunk once the link is busy), rather than all of `copy_step_bytes`.
-    pub copy_step_grow: bool,
     /// io_uring submission-queue entries per worker ring.
     pub ring_entries: u32,
     /// `HIPFILE_IO_BACKEND` = auto | io_uring | posix: the workers' storage
@@ -129,8 +117,6 @@ pub struct Config {
 /// with 12 threads reached 50.0 GB/s of the 54.7 GB/s pinned link; 1 MiB
 /// chunks topped at 41.9 and 16 MiB at 36.0, so the chunk is 4 MiB.
 pub const DEFAULT_CHUNK_BYTES: usize = 4 << 20;
-/// The first step of a hot device chunk's read ([`Config::copy_step_bytes`]).
-pub const DEFAULT_COPY_STEP_BYTES: usize = 512 << 10;
 /// Threads: min(cores, 16). 16 workers read a hot file faster than 12 on the
 /// H200 (1 GiB sync reads: 43.6–47.6 against 38.1–45.6 GB/s over five paired
 /// rounds), while cold, batch and 4 KiB random reads measured the same
@@ -244,8 +230,6 @@ impl Default for Config {
             mid_slots_per_worker: 8,
             inline_max_bytes: default_inline_bytes(cores.clamp(1, DEFAULT_MAX_THREADS)),
             first_read_alone: true,
-            copy_step_bytes: DEFAULT_COPY_STEP_BYTES,
-            copy_step_grow: true,
             ring_entries: 128,
             io_backend: BackendSetting::Auto,
             read_mode: ReadMode::Auto,
@@ -365,11 +349,6 @@ impl Config {
             let kb = clamp_warn("HIPFILE_CHUNK_KB", kb as usize, 4, 256 * 1024);
             c.chunk_bytes = (kb & !3) << 10;
         }
-        if let Some(kb) = env_unsigned(env, "HIPFILE_COPY_STEP_KB") {
-            let kb = clamp_warn("HIPFILE_COPY_STEP_KB", kb as usize, 0, 256 * 1024);
-            c.copy_step_bytes = (kb & !3) << 10;
-        }
-        c.copy_step_grow = env_bool(env, "HIPFILE_COPY_STEP_GROW", c.copy_step_grow);
         if let Some(n) = env_unsigned(env, "HIPFILE_QUEUE_DEPTH") {
             c.slots_per_worker = clamp_warn("HIPFILE_QUEUE_DEPTH", n as usize, 1, 64);
         }

@@ -64,12 +64,6 @@ pub(super) struct Ctx<'a> {
     /// Whether the page cache holds `[off, off + len)` of a descriptor
     /// ([`crate::file::fully_cached`]; tests give their own answer).
     pub cached: fn(RawFd, u64, u64) -> Option<bool>,
-    /// A device chunk's page-cache reads go in steps, this many bytes
-    /// the first, each copied to the device as it lands (0: one read, one
-    /// copy). See [`crate::config::Config::copy_step_bytes`].
-    pub copy_step: usize,
-    /// Each step twice the one before (`HIPFILE_COPY_STEP_GROW`).
-    pub copy_step_grow: bool,
 }
 
 /// How the rest of a chunk may reach storage, learned as it goes.
@@ -143,13 +137,6 @@ pub(super) enum GpuCopy {
     },
 }
 
-/// A copy of part of a device read, ahead of the chunk's end ([`Next::Ahead`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct AheadCopy {
-    pub copy: HtodCopy,
-    pub device: i32,
-}
-
 /// What a transition leads to.
 #[derive(Debug)]
 pub(super) enum Next {
@@ -160,12 +147,6 @@ pub(super) enum Next {
     /// Queue the copy on the worker's stream for the chunk's device; its end
     /// goes to [`OnGpu::copied`] or [`OnGpu::failed`].
     Gpu(OnGpu, GpuCopy),
-    /// Queue `AheadCopy` on the worker's stream at once (the bytes a device
-    /// read's page-cache step has brought, while the rest is still to be
-    /// read), then submit `Op` as for [`Next::Kernel`]. The copy's end is
-    /// covered by the event after the chunk's last copy (a stream runs its
-    /// copies in order).
-    Ahead(InKernel, Op, AheadCopy),
     /// The chunk is finished.
     Done(Finished),
 }
@@ -193,14 +174,9 @@ pub(super) struct ChunkIo {
     pub chunk: Chunk,
     /// Bytes of the chunk finished, contiguous from its start.
     done: usize,
-    /// Bytes from the chunk's start whose copy to the device was queued
-    /// ahead of the chunk's end ([`Next::Ahead`]) and not yet seen to
-    /// finish: the slot and the destination are the GPU's until then, so a
-    /// chunk that ends without its closing event must wait for its stream.
-    ahead: u32,
     route: Route,
     /// Transient failures of the current step in a row.
-    retries: u16,
+    retries: u32,
     /// The stage being timed, and since when.
     stage: Stage,
     since: Instant,
@@ -222,11 +198,6 @@ pub(super) struct InKernel {
 // within 128 bytes the compiler moves it with a few vector stores, past that
 // with a call to memcpy (two or three per read, about 60 instructions in all).
 const _: () = assert!(std::mem::size_of::<InKernel>() <= 128);
-
-/// The least a copy ahead carries ([`ChunkIo::copy_ahead`]): a copy costs
-/// a few microseconds of the worker's time and a gap on the copy engine,
-/// worth it only for bytes that would otherwise wait a whole step.
-const MIN_AHEAD_COPY_BYTES: usize = 64 << 10;
 
 /// A chunk whose copy between its slot and device memory is on the GPU.
 #[derive(Debug)]
@@ -256,7 +227,6 @@ impl ChunkIo {
         let mut io = ChunkIo {
             chunk,
             done: 0,
-            ahead: 0,
             route: Route::Either,
             retries: 0,
             stage: Stage::Queue,
@@ -280,70 +250,6 @@ impl ChunkIo {
     /// that failed: what it leaves written).
     pub(super) fn done(&self) -> usize {
         self.done
-    }
-
-    /// A copy queued ahead may still be running: the device the worker must
-    /// wait for before the chunk's slot and destination are free.
-    pub(super) fn copying_ahead(&self) -> Option<i32> {
-        match self.chunk.mem {
-            Memory::Device { device, .. } if self.ahead > 0 => Some(device),
-            _ => None,
-        }
-    }
-
-    /// Bytes the next page-cache read asks for, from chunk offset `done` to
-    /// `end`: all of it, or (a device chunk reading into its slot, with
-    /// `copy_step` set) up to the next step's end, so the bytes read so far
-    /// can go to the device while the rest is read.
-    fn page_cache_len(&self, buf: &Buf, ctx: &Ctx) -> usize {
-        let rest = self.chunk.len - self.done;
-        if ctx.copy_step == 0 || !self.chunk.mem.is_device() || matches!(buf, Buf::Caller) {
-            return rest;
-        }
-        let step = ctx.copy_step;
-        let boundary = if ctx.copy_step_grow {
-            // Steps of step, 2 step, 4 step, ...: ends at step × (2^k − 1).
-            let mut b = step;
-            while b <= self.done {
-                b = b.saturating_mul(2).saturating_add(step);
-            }
-            b
-        } else {
-            (self.done / step + 1) * step
-        };
-        rest.min(boundary - self.done)
-    }
-
-    /// After a page-cache step of a device chunk: the copy of what has been
-    /// read since the last such copy, or None when there is too little to
-    /// be worth a copy of its own. It stops at the file's DIO alignment below
-    /// the chunk's progress: a later O_DIRECT read of the rest starts there
-    /// and rewrites the slot from that point, which a running copy must not
-    /// be reading.
-    fn copy_ahead(&self, buf: &Buf, ctx: &Ctx) -> Option<(AheadCopy, u32)> {
-        let (Memory::Device { ptr, device }, Buf::Slot { slot, .. }) = (self.chunk.mem, buf) else {
-            return None;
-        };
-        if ctx.copy_step == 0 || self.done >= self.chunk.len {
-            return None;
-        }
-        let first = self.chunk.file_offset;
-        let pos = first + self.done as u64;
-        let safe = match self.chunk.file.direct() {
-            Some((_, align)) => align_down(pos, align.max(1)),
-            None => pos,
-        };
-        let upto = safe.checked_sub(first)? as usize;
-        let from = self.ahead as usize;
-        if upto <= from || upto - from < MIN_AHEAD_COPY_BYTES {
-            return None;
-        }
-        let copy = HtodCopy {
-            dst: ptr + from as u64,
-            src: self.slot_addr(slot, from, ctx).cast_const(),
-            len: upto - from,
-        };
-        Some((AheadCopy { copy, device }, upto as u32))
     }
 
     /// Close the stage being timed and open `next`.
@@ -483,7 +389,7 @@ impl ChunkIo {
                 let op = Op::Read {
                     fd: buffered_fd,
                     buf: at,
-                    len: self.page_cache_len(&buf, ctx) as u32,
+                    len: (end - cur) as u32,
                     offset: cur,
                     fixed: Self::fixed(&buf, ctx),
                     nowait: probe,
@@ -536,7 +442,7 @@ impl ChunkIo {
     fn retry(mut self, errno: i32, buf: Buf, ctx: &Ctx) -> Next {
         Stats::add(&ctx.stats.retries, 1);
         self.retries += 1;
-        if u32::from(self.retries) > MAX_RETRIES {
+        if self.retries > MAX_RETRIES {
             self.finish(buf.into_slot(), Err(Error::Os(errno)))
         } else {
             self.next_op(buf, ctx)
@@ -552,15 +458,12 @@ impl ChunkIo {
         };
         match self.chunk.mem {
             Memory::Device { ptr, device } if done > 0 => {
-                // The bytes before `ahead` are on their way already; the
-                // event after this copy (maybe of nothing) covers them too.
-                let from = (self.ahead as usize).min(done);
-                let src = self.slot_addr(&slot, from, ctx).cast_const();
+                let src = self.slot_addr(&slot, 0, ctx).cast_const();
                 self.enter(Stage::Gpu, ctx);
                 let copy = GpuCopy::Htod(HtodCopy {
-                    dst: ptr + from as u64,
+                    dst: ptr,
                     src,
-                    len: done - from,
+                    len: done,
                 });
                 let dir = CopyDir::ToDevice;
                 Next::Gpu(OnGpu::new(self, slot, dir, device), copy)
@@ -620,17 +523,6 @@ impl InKernel {
         }
     }
 
-    /// The runtime refused a copy ahead ([`Next::Ahead`]): the chunk fails
-    /// before its op is submitted.
-    pub(super) fn copy_refused(self, e: GpuError) -> Finished {
-        Finished {
-            io: self.io,
-            slot: self.buf.into_slot(),
-            result: Err(Error::Gpu(e)),
-            writeback: false,
-        }
-    }
-
     /// The op's completion: `res` bytes, or −errno.
     pub(super) fn completed(self, res: i32, ctx: &Ctx) -> Next {
         let InKernel { io, op, buf } = self;
@@ -676,18 +568,11 @@ impl ChunkIo {
                 self.done += n;
                 self.retries = 0;
                 if self.done >= self.chunk.len {
-                    return self.read_complete(buf, ctx);
-                }
-                // A step done, or short: partly cached (probe again from
-                // where the cache stopped), or EOF, which the next read
-                // reports as 0. What is in the slot may go ahead to the device.
-                let ahead = self.copy_ahead(&buf, ctx);
-                match (self.next_read(buf, ctx), ahead) {
-                    (Next::Kernel(mut k, op), Some((copy, upto))) => {
-                        k.io.ahead = upto;
-                        Next::Ahead(k, op, copy)
-                    }
-                    (next, _) => next,
+                    self.read_complete(buf, ctx)
+                } else {
+                    // Short: partly cached (probe again from where the cache
+                    // stopped), or EOF, which the next read reports as 0.
+                    self.next_read(buf, ctx)
                 }
             }
         }
@@ -735,7 +620,7 @@ impl ChunkIo {
                     // Short but block-aligned: read the rest. Counted as a
                     // retry, so a read that keeps ending before `cur` stops.
                     self.retries += 1;
-                    if u32::from(self.retries) > MAX_RETRIES {
+                    if self.retries > MAX_RETRIES {
                         self.finish(buf.into_slot(), Err(Error::Os(libc::EIO)))
                     } else {
                         self.next_read(buf, ctx)
@@ -806,8 +691,6 @@ impl OnGpu {
         let OnGpu {
             mut io, slot, dir, ..
         } = self;
-        // The event came after every copy queued ahead.
-        io.ahead = 0;
         match dir {
             CopyDir::ToDevice => {
                 let done = io.done;
@@ -823,11 +706,8 @@ impl OnGpu {
     /// The copy failed (the worker has synchronised the stream, so the GPU
     /// no longer touches the slot).
     pub(super) fn failed(self, e: GpuError) -> Finished {
-        let mut io = self.io;
-        // Synchronised: the copies queued ahead have ended too.
-        io.ahead = 0;
         Finished {
-            io,
+            io: self.io,
             slot: Some(self.slot),
             result: Err(Error::Gpu(e)),
             writeback: false,
@@ -926,17 +806,6 @@ mod tests {
                 fixed: false,
                 stats: &self.stats,
                 cached,
-                copy_step: 0,
-                copy_step_grow: false,
-            }
-        }
-
-        /// [`Bench::ctx`] with a device chunk's page-cache reads in steps.
-        fn stepped(&self, step: usize, grow: bool) -> Ctx<'_> {
-            Ctx {
-                copy_step: step,
-                copy_step_grow: grow,
-                ..self.ctx(ReadMode::Auto, resident)
             }
         }
 
@@ -1163,155 +1032,6 @@ mod tests {
         );
         assert_eq!(buf, b.slab.slot(slot), "from the slot's start");
         assert_eq!(count(&b.stats.cache_misses), 1);
-        b.end(k);
-    }
-
-    /// A device read granted a slot, its reads in steps of `step` (0: none).
-    fn stepped_read(
-        b: &mut Bench,
-        (step, grow): (usize, bool),
-        off: u64,
-        len: usize,
-    ) -> (InKernel, Op, usize) {
-        let chunk = b.chunk(Direction::Read, device(0), off, len);
-        let slot = b.slot(len);
-        let index = slot.index();
-        let ctx = b.stepped(step, grow);
-        let waiting = wait(ChunkIo::start(chunk, &ctx));
-        let (k, op) = kernel(waiting.granted(slot, &ctx));
-        (k, op, index)
-    }
-
-    fn ahead(n: Next) -> (InKernel, Op, AheadCopy) {
-        match n {
-            Next::Ahead(k, op, c) => (k, op, c),
-            other => panic!("expected a copy ahead and an op, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn a_hot_device_chunk_is_read_in_growing_steps_each_copied_as_it_lands() {
-        let mut b = bench("steps");
-        let step = 64 << 10;
-        // 256 KiB at 4096: steps of 64, 128 and the last 64 KiB.
-        let (k, op, slot) = stepped_read(&mut b, (step, true), 4096, CHUNK);
-        let ctx = b.stepped(step, true);
-        let base = b.in_slot(slot, 4096);
-        let (_, buf, len, offset, nowait) = read(op);
-        assert_eq!(
-            (buf, len as usize, offset, nowait),
-            (base, step, 4096, true)
-        );
-
-        let (k, op, c) = ahead(k.completed(step as i32, &ctx));
-        assert_eq!(c.device, 0);
-        let src = base.cast_const();
-        assert_eq!(
-            c.copy,
-            HtodCopy {
-                dst: DEV,
-                src,
-                len: step
-            }
-        );
-        let (_, buf, len, offset, _) = read(op);
-        // SAFETY: inside the slot.
-        let at = unsafe { base.add(step) };
-        assert_eq!(
-            (buf, len as usize, offset),
-            (at, 2 * step, 4096 + step as u64)
-        );
-
-        let (k, op, c) = ahead(k.completed(2 * step as i32, &ctx));
-        // SAFETY: inside the slot.
-        let src = unsafe { base.add(step) }.cast_const();
-        let dst = DEV + step as u64;
-        assert_eq!(
-            c.copy,
-            HtodCopy {
-                dst,
-                src,
-                len: 2 * step
-            }
-        );
-        let (_, _, len, offset, _) = read(op);
-        assert_eq!((len as usize, offset), (step, 4096 + 3 * step as u64));
-
-        // The last step goes with the chunk's own copy and event.
-        let (g, copy) = gpu(k.completed(step as i32, &ctx));
-        // SAFETY: inside the slot.
-        let src = unsafe { base.add(3 * step) }.cast_const();
-        let dst = DEV + 3 * step as u64;
-        assert_eq!(
-            copy,
-            GpuCopy::Htod(HtodCopy {
-                dst,
-                src,
-                len: step
-            })
-        );
-        assert_eq!(g.io.copying_ahead(), Some(0), "until its event");
-        b.end_copy(g);
-    }
-
-    #[test]
-    fn steps_of_one_size_without_growth_and_none_for_host_or_step_zero() {
-        let mut b = bench("flat-steps");
-        let step = 64 << 10;
-        let (k, op, _) = stepped_read(&mut b, (step, false), 0, CHUNK);
-        assert_eq!(read(op).2 as usize, step);
-        let ctx = b.stepped(step, false);
-        let (k, op, _) = ahead(k.completed(step as i32, &ctx));
-        assert_eq!(read(op).2 as usize, step, "the same size again");
-        b.end(k);
-
-        let host = b.chunk(Direction::Read, Memory::Host(0x10_0000), 0, CHUNK);
-        let (k, op) = kernel(ChunkIo::start(host, &b.stepped(step, false)));
-        let why = "a host read goes straight into the caller's buffer";
-        assert_eq!(read(op).2 as usize, CHUNK, "{why}");
-        b.end(k);
-
-        let (k, op, _) = stepped_read(&mut b, (0, false), 0, CHUNK);
-        assert_eq!(read(op).2 as usize, CHUNK, "copy_step 0: one read");
-        b.end(k);
-    }
-
-    #[test]
-    fn a_miss_after_a_step_copies_ahead_only_below_the_o_direct_read() {
-        let mut b = bench("step-miss");
-        let step = 64 << 10;
-        // Starts 100 bytes into a block: after the first step, 100 bytes
-        // short of 64 KiB could go ahead: too little, they wait.
-        let (k, _, slot) = stepped_read(&mut b, (step, true), 100, CHUNK);
-        let ctx = b.stepped(step, true);
-        let (k, _) = kernel(k.completed(step as i32, &ctx));
-        // The second step finds 100,000 of its 128 KiB in the cache. Progress
-        // is at file offset 100 + 165,536: the O_DIRECT read of the rest
-        // starts at the block below, 163,840, and the copy ahead stops there.
-        let (k, op, c) = ahead(k.completed(100_000, &ctx));
-        assert_eq!((c.copy.dst, c.copy.len), (DEV, 163_840 - 100));
-        assert!(read(op).4, "the rest is probed first");
-        let (k, op) = kernel(k.completed(-libc::EAGAIN, &ctx));
-        assert_eq!(k.op, KernelOp::Direct);
-        let (_, buf, _, offset, _) = read(op);
-        assert_eq!(offset, 163_840);
-        // SAFETY: inside the slot.
-        assert_eq!(buf, unsafe { b.slab.slot(slot).add(163_840) });
-        // The O_DIRECT read fails: the chunk ends with copies ahead to wait for.
-        let f = done(k.completed(-libc::EIO, &ctx));
-        assert_eq!(f.io.copying_ahead(), Some(0));
-        assert_eq!(b.settle(f), Err(Error::Os(libc::EIO)));
-    }
-
-    #[test]
-    fn too_little_for_a_copy_ahead_waits_for_the_next_step() {
-        let mut b = bench("step-small");
-        let (k, _, _) = stepped_read(&mut b, (64 << 10, true), 0, CHUNK);
-        let ctx = b.stepped(64 << 10, true);
-        // A short read of 8 KiB: under MIN_AHEAD_COPY_BYTES, no copy yet.
-        let (k, op) = kernel(k.completed(8192, &ctx));
-        assert_eq!(read(op).3, 8192);
-        assert_eq!(k.io.copying_ahead(), None);
         b.end(k);
     }
 

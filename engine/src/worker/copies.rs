@@ -9,7 +9,7 @@
 //! not one per copy. On the H200, an event after every 1 MiB copy carried
 //! 44–45 GB/s; one after every four, 47–48.
 
-use super::chunk::{AheadCopy, GpuCopy, OnGpu};
+use super::chunk::{GpuCopy, OnGpu};
 use crate::error::{Error, Result};
 use crate::gpu::{Event, Gpu, GpuError, GpuResult, HtodCopy, Stream};
 use crate::stats::Stats;
@@ -146,8 +146,7 @@ impl Copies {
         failed: &mut Vec<(OnGpu, GpuError)>,
     ) {
         let htod = match copy {
-            // Nothing left to copy (all of it went ahead): the event alone.
-            GpuCopy::Htod(c) => Some(c).filter(|c| c.len > 0),
+            GpuCopy::Htod(c) => Some(c),
             GpuCopy::Dtoh { dst, src, len } => {
                 let device = chunk.device;
                 let queued = self.stream_for(device).and_then(|stream| {
@@ -174,25 +173,6 @@ impl Copies {
             failed: None,
         });
         self.unflushed += 1;
-    }
-
-    /// Queue a copy ahead of its chunk's end at once ([`AheadCopy`]). On an
-    /// error part of it may have been queued: the chunk's end waits for the
-    /// stream ([`Copies::synchronize`]).
-    pub(super) fn copy_now(&mut self, ahead: AheadCopy) -> GpuResult<()> {
-        let AheadCopy { copy, device } = ahead;
-        let stream = self.stream_for(device)?;
-        self.gpu.bind_thread(device)?;
-        // SAFETY: the source is the chunk's slot, which stays the chunk's
-        // until the event after its last copy has completed or the stream
-        // was synchronised (`ChunkIo::copying_ahead`); the destination is
-        // the chunk's device range.
-        unsafe {
-            self.gpu
-                .copy_htod_async(copy.dst, copy.src, copy.len, stream)?
-        };
-        Stats::add(&self.stats.gpu_copies, 1);
-        Ok(())
     }
 
     /// Give this pass's host-to-device copies to the runtime, one batch per
@@ -369,7 +349,7 @@ impl Copies {
     }
 
     /// Wait until the worker's stream on `device` has run everything queued.
-    pub(super) fn synchronize(&self, device: i32) {
+    fn synchronize(&self, device: i32) {
         if let Some(s) = self.streams.get(&device) {
             let _ = self.gpu.stream_synchronize(*s);
         }

@@ -323,8 +323,6 @@ impl Worker {
             fixed: self.fixed,
             stats: &self.stats,
             cached: crate::file::fully_cached,
-            copy_step: self.cfg.copy_step_bytes,
-            copy_step_grow: self.cfg.copy_step_grow,
         }
     }
 
@@ -378,11 +376,6 @@ impl Worker {
                 self.copies.queue(chunk, copy, &mut self.failed);
                 self.finish_failed();
             }
-            Next::Ahead(chunk, op, ahead) => match self.copies.copy_now(ahead) {
-                Ok(()) => self.submit(chunk, op),
-                // `finish` waits for the stream: the copies ahead may be running.
-                Err(e) => self.finish(chunk.copy_refused(e)),
-            },
             Next::Done(f) => self.finish(f),
         }
     }
@@ -427,11 +420,6 @@ impl Worker {
             result,
             writeback,
         } = f;
-        if let Some(device) = io.copying_ahead() {
-            // Ended without the event after its last copy (an error): the
-            // GPU must be done with the slot and the caller's memory first.
-            self.copies.synchronize(device);
-        }
         let now = Instant::now();
         let (stage, since) = io.stage();
         self.stats.stage(stage, now - since);
