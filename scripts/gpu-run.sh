@@ -289,7 +289,7 @@ unregistered|HIPFILE_REGISTER_BUFFERS=false
 posix|HIPFILE_IO_BACKEND=posix
 8-workers|HIPFILE_IO_THREADS=8
 bound|HIPFILE_BIND_IO_THREADS=true
-copy-step-0|HIPFILE_COPY_STEP_KB=0
+copy-sleep|HIPFILE_COPY_SPIN_US=0
 EOF
 }
 if has hotpath; then

@@ -260,6 +260,51 @@ fn device_round_trip_through_async_test_double() {
     std::fs::remove_file(&path).unwrap();
 }
 
+/// A worker whose only work left is a GPU copy asks the copy's event
+/// (`Config::copy_spin`) before it sleeps on it: with a spin longer than
+/// the copies take it never sleeps, with none it sleeps on every request.
+#[test]
+fn a_worker_asks_the_copy_event_before_it_sleeps_on_it() {
+    let len = 4 << 20;
+    let data = pattern(len, 0x11);
+    let (path, f) = temp_file("copy-spin", &data);
+    let mut sink = vec![0u8; len];
+    f.read_exact_at(&mut sink, 0).unwrap();
+    let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
+    for (spin, sleeps) in [(Duration::from_secs(5), false), (Duration::ZERO, true)] {
+        let gpu = Arc::new(TestGpu::new(1));
+        gpu.set_copy_delay(Duration::from_micros(500));
+        let cfg = Config {
+            copy_spin: spin,
+            // No inline reads: every request goes through the workers.
+            inline_max_bytes: 0,
+            ..small_config()
+        };
+        let e = Engine::with_gpu(cfg, gpu.clone()).unwrap();
+        let dev = gpu.device_alloc(0, 1 << 20).unwrap();
+        for k in 0..8 {
+            let off = k << 18;
+            let mem = Memory::Device {
+                ptr: dev,
+                device: 0,
+            };
+            // SAFETY: the memory named is owned by this test and outlives the call.
+            let n = unsafe { e.read(&file, mem, 1 << 20, off as u64) }.unwrap();
+            assert_eq!(n, 1 << 20);
+            assert!(gpu.read_device(dev, n) == data[off..off + n], "at {off}");
+        }
+        assert_eq!(
+            gpu.event_sleeps() > 0,
+            sleeps,
+            "spin {spin:?}: {} sleeps",
+            gpu.event_sleeps()
+        );
+        // SAFETY: no longer used.
+        unsafe { gpu.device_free(dev).unwrap() };
+    }
+    std::fs::remove_file(&path).unwrap();
+}
+
 #[test]
 fn device_writes_through_test_double() {
     let len = 3 << 20;

@@ -60,6 +60,7 @@ const KNOBS: &[&str] = &[
     "chunk_kb",
     "queue_depth",
     "inline_kb",
+    "copy_spin_us",
     "read_mode",
     "io_backend",
     "stream_stages",
@@ -227,6 +228,7 @@ fn config_dict(py: Python<'_>, c: &Config) -> PyResult<Py<PyDict>> {
     d.set_item("chunk_kb", c.chunk_bytes >> 10)?;
     d.set_item("queue_depth", c.slots_per_worker)?;
     d.set_item("inline_kb", c.inline_max_bytes >> 10)?;
+    d.set_item("copy_spin_us", c.copy_spin.as_micros() as u64)?;
     d.set_item("read_mode", format!("{:?}", c.read_mode).to_lowercase())?;
     d.set_item("stream_stages", c.stream_stages)?;
     d.set_item("gpu_runtime", format!("{:?}", c.gpu_runtime).to_lowercase())?;

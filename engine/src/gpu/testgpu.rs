@@ -214,6 +214,8 @@ pub struct TestGpu {
     events: Mutex<HashMap<usize, Arc<EventState>>>,
     next_handle: AtomicUsize,
     copies_issued: AtomicU64,
+    /// Calls of `event_synchronize` (a thread that slept on an event).
+    event_sleeps: AtomicU64,
     /// Calls of `copy_htod_batch_async` with two copies or more.
     copy_batches: AtomicU64,
     fail_copies: AtomicU32,
@@ -258,6 +260,7 @@ impl TestGpu {
             events: Mutex::new(HashMap::new()),
             next_handle: AtomicUsize::new(0),
             copies_issued: AtomicU64::new(0),
+            event_sleeps: AtomicU64::new(0),
             copy_batches: AtomicU64::new(0),
             fail_copies: AtomicU32::new(0),
             fail_copies_skip: AtomicU32::new(0),
@@ -303,6 +306,11 @@ impl TestGpu {
     /// never do it: its threads are named `hipfile-*`.
     pub fn streams_created_while_parked(&self) -> Vec<String> {
         lock(&self.created_while_parked).clone()
+    }
+
+    /// Calls of `event_synchronize` so far.
+    pub fn event_sleeps(&self) -> u64 {
+        self.event_sleeps.load(Ordering::Relaxed)
     }
 
     /// Copies accepted so far (both directions; failed and empty ones excluded).
@@ -1072,6 +1080,7 @@ impl Gpu for TestGpu {
     }
 
     fn event_synchronize(&self, event: Event) -> GpuResult<()> {
+        self.event_sleeps.fetch_add(1, Ordering::Relaxed);
         self.driver_lock();
         let ev = self.event(event)?;
         let mut g = lock(&ev.gens);

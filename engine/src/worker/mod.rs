@@ -359,7 +359,7 @@ impl Worker {
             self.flush_copies();
         } else if !self.copies.is_empty() {
             // Nothing in the kernel: the oldest GPU copy is what we wait for.
-            self.copies.wait_oldest();
+            self.copies.wait_oldest(self.cfg.copy_spin);
         }
         self.poll_copies();
         self.grant_slots();
