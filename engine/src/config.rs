@@ -127,9 +127,9 @@ pub const DEFAULT_CHUNK_BYTES: usize = 4 << 20;
 /// chunk behind fifteen others: 64 MiB at about 50 GB/s, 1.3 ms), so a
 /// mid-size request's end does not wait for the blocking-sync wake-up.
 /// Hot sync reads into device memory on an H100 (Firecracker, 300 MiB-L3
-/// host, two rounds): 16 MiB requests 20.1-20.2 GB/s against 17.7-18.0
-/// sleeping at once, 256 MiB 42.1-42.5 against 40.2-41.8, 1 GiB
-/// 46.5-47.6 against 46.0-48.1 (1 ms: 20.2-20.8, 41.0-42.0, 45.7-46.7).
+/// host, two rounds): 16 MiB requests 20.1–20.2 GB/s against 17.7–18.0
+/// sleeping at once, 256 MiB 42.1–42.5 against 40.2–41.8, 1 GiB
+/// 46.5–47.6 against 46.0–48.1 (1 ms: 20.2–20.8, 41.0–42.0, 45.7–46.7).
 pub const DEFAULT_COPY_SPIN: std::time::Duration = std::time::Duration::from_micros(3000);
 /// Threads: min(cores, 16). 16 workers read a hot file faster than 12 on the
 /// H200 (1 GiB sync reads: 43.6–47.6 against 38.1–45.6 GB/s over five paired

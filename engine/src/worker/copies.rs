@@ -329,9 +329,9 @@ impl Copies {
     /// GPU's interrupt. Under Firecracker that wake-up came late enough to
     /// cost most of a mid-size request: eight threads each reading 2 MiB
     /// into one pinned buffer and copying it to the GPU
-    /// (`engine/examples/hot_probe.rs`, `bufs=1`) moved 9.4-9.9 GB/s
+    /// (`engine/examples/hot_probe.rs`, `bufs=1`) moved 9.4–9.9 GB/s
     /// sleeping on the event and 35 GB/s asking it in a loop, and 16 MiB
-    /// requests read 8.6-8.9 GB/s with the sleep against 22.7-22.8 with a
+    /// requests read 8.6–8.9 GB/s with the sleep against 22.7–22.8 with a
     /// 3 ms spin first (H100, 105 MiB-L3 host). Yielding between asks
     /// leaves the core to a worker whose page-cache copy is runnable.
     pub(super) fn wait_oldest(&self, spin: std::time::Duration) {
