@@ -435,16 +435,22 @@ impl Engine {
     /// # Safety
     /// As for [`Engine::submit`], until this call returns.
     pub unsafe fn transfer(&self, req: IoRequest) -> Result<usize> {
-        let call = crate::stats::Call::sync(&req);
+        let mut call = crate::stats::Call::sync(&req);
         // SAFETY: the caller's promise is passed on.
-        let r = unsafe { self.transfer_uncounted(req) };
+        let r = unsafe { self.transfer_uncounted(req, &mut call) };
         crate::stats::record::finish(call, &r);
         r
     }
 
     /// # Safety
     /// As for [`Engine::transfer`].
-    unsafe fn transfer_uncounted(&self, mut req: IoRequest) -> Result<usize> {
+    /// `call` (the statistics' record of this call) learns whether the
+    /// call was served on the caller's thread.
+    unsafe fn transfer_uncounted(
+        &self,
+        mut req: IoRequest,
+        call: &mut Option<crate::stats::Call>,
+    ) -> Result<usize> {
         let fsync_fd = (req.dir == Direction::Write && self.inner.cfg.write_sync)
             .then_some(req.file.buffered_fd);
         let pass = write_pass(&req);
@@ -468,7 +474,7 @@ impl Engine {
             && crate::file::fully_cached(req.file.buffered_fd, req.file_offset, req.size as u64)
                 == Some(true);
         let n = if host_read || (small && host) {
-            crate::stats::served_inline();
+            crate::stats::Call::served_inline(call);
             self.check_access(&req)?;
             let _busy = crate::file::InflightGuard::new(&req.file);
             let huge = self.inner.cfg.huge_pages;
@@ -480,7 +486,7 @@ impl Engine {
             && (self.inner.stream_ops.load(Ordering::Acquire) == 0
                 || crate::inline::ready_for(&self.inner.gpu, &req.mem))
         {
-            crate::stats::served_inline();
+            crate::stats::Call::served_inline(call);
             self.check_access(&req)?;
             let _busy = crate::file::InflightGuard::new(&req.file);
             let n = crate::inline::device_io(

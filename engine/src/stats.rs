@@ -49,7 +49,7 @@ pub mod server;
 pub mod snapshot;
 
 pub use layout::{Api, Event};
-pub use record::{event, event_add, level, served_inline, with_api, Call};
+pub use record::{event, event_add, level, with_api, Call};
 pub use server::set_level;
 
 use std::sync::atomic::{AtomicU64, Ordering};

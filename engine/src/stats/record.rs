@@ -106,8 +106,6 @@ thread_local! {
     };
     /// The entry point `Engine::submit` counts its requests under.
     static API_TAG: Cell<Api> = const { Cell::new(Api::Async) };
-    /// Set by `Engine::transfer` when it served the call on this thread.
-    static INLINE: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Make `region` the process's region, counted at `level` (the server calls
@@ -202,13 +200,6 @@ pub fn with_api<T>(api: Api, f: impl FnOnce() -> T) -> T {
     f()
 }
 
-/// `Engine::transfer` served the current call on the caller's thread.
-pub fn served_inline() {
-    if level() > 0 {
-        INLINE.with(|i| i.set(true));
-    }
-}
-
 /// Where a request's memory is, as a level-3 target index.
 fn target_of(mem: &Memory) -> usize {
     match *mem {
@@ -247,11 +238,16 @@ impl Call {
     /// A synchronous call (`Engine::transfer`).
     #[inline]
     pub fn sync(req: &IoRequest) -> Option<Call> {
-        let c = Call::start(Api::Sync, req);
-        if c.is_some() {
-            INLINE.with(|i| i.set(false));
+        Call::start(Api::Sync, req)
+    }
+
+    /// The synchronous call is served on the caller's thread: counted as
+    /// [`Api::Inline`].
+    #[inline]
+    pub fn served_inline(call: &mut Option<Call>) {
+        if let Some(c) = call {
+            c.api = Api::Inline;
         }
-        c
     }
 
     /// A submitted request (`Engine::submit`), under the thread's tag.
@@ -265,10 +261,7 @@ impl Call {
         // One clock read serves the latency and the shard's last-call time.
         let now = clock::now();
         let lat_ns = clock::to_ns(now.saturating_sub(self.t0));
-        let mut api = self.api;
-        if api == Api::Sync && INLINE.with(|i| i.get()) {
-            api = Api::Inline;
-        }
+        let api = self.api;
         let level = level();
         if let Some(region) = region() {
             let done = r.as_ref().ok().map(|&n| n as u64);
