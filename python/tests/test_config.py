@@ -28,6 +28,25 @@ def test_keyword_settings_take_effect():
     assert out == "3 1024 buffered"
 
 
+def test_the_copy_spin_is_a_keyword_and_reported():
+    out = run(
+        """
+        import hipfile
+        hipfile.configure(copy_spin_us=250)
+        print(hipfile.settings()["copy_spin_us"])
+        """
+    )
+    assert out == "250"
+    out = run(
+        """
+        import hipfile
+        print(hipfile.settings()["copy_spin_us"])
+        """,
+        {"HIPFILE_COPY_SPIN_US": "0"},
+    )
+    assert out == "0"
+
+
 def test_environment_applies_where_keywords_are_silent():
     out = run(
         """
