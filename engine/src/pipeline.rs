@@ -460,10 +460,18 @@ impl Engine {
         let small = auto && req.size <= max.min(crate::config::INLINE_OTHER_MAX_BYTES);
         let host = matches!(req.mem, Memory::Host(_));
         let host_read = auto && host && req.dir == Direction::Read && req.size <= max;
+        // A device transfer may run on this thread: there is a GPU, and no
+        // stream op holds the memory's device (or its stream is ready).
+        let device_inline_ok = || {
+            self.inner.gpu.has_devices()
+                && (self.inner.stream_ops.load(Ordering::Acquire) == 0
+                    || crate::inline::ready_for(&self.inner.gpu, &req.mem))
+        };
         // A page-cache-hot device read up to HOT_DEVICE_INLINE_MAX_BYTES: one
         // cachestat call decides (a cold or uncertain range goes to the
         // workers), and the inline read trusts its answer. O_DIRECT
-        // descriptors read from storage, so never.
+        // descriptors read from storage, so never. The call is made last,
+        // only where the read could run here.
         let hot_device_read = !small
             && auto
             && max > 0
@@ -471,6 +479,7 @@ impl Engine {
             && req.dir == Direction::Read
             && req.size <= crate::config::HOT_DEVICE_INLINE_MAX_BYTES
             && !req.file.client_direct
+            && device_inline_ok()
             && crate::file::fully_cached(req.file.buffered_fd, req.file_offset, req.size as u64)
                 == Some(true);
         let n = if host_read || (small && host) {
@@ -481,11 +490,7 @@ impl Engine {
             let n = crate::inline::host_io(&req, &self.inner.stats, huge, false)?;
             self.inner.stats.inline_bytes.add(n as u64);
             n
-        } else if (small || hot_device_read)
-            && self.inner.gpu.has_devices()
-            && (self.inner.stream_ops.load(Ordering::Acquire) == 0
-                || crate::inline::ready_for(&self.inner.gpu, &req.mem))
-        {
+        } else if hot_device_read || (small && device_inline_ok()) {
             crate::stats::Call::served_inline(call);
             self.check_access(&req)?;
             let _busy = crate::file::InflightGuard::new(&req.file);
