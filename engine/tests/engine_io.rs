@@ -626,6 +626,97 @@ fn chunks_go_to_a_worker_that_can_start_them() {
     std::fs::remove_file(&path).unwrap();
 }
 
+/// Holds every completion until `open` is set.
+struct HoldAll {
+    open: Arc<std::sync::atomic::AtomicBool>,
+    held: Vec<Cqe>,
+}
+
+impl FaultPlan for HoldAll {
+    fn on_complete(&mut self, _op: &Op, cqe: Cqe, out: &mut Vec<Cqe>) {
+        self.held.push(cqe);
+        self.flush(out);
+    }
+    fn flush(&mut self, out: &mut Vec<Cqe>) {
+        if self.open.load(Ordering::SeqCst) {
+            out.append(&mut self.held);
+        }
+    }
+    fn holding(&self) -> usize {
+        self.held.len()
+    }
+}
+
+#[test]
+fn sync_callers_waiting_together_cut_their_reads_for_their_share_of_the_workers() {
+    use std::sync::atomic::AtomicBool;
+    let size = 4 << 20;
+    let callers = 8;
+    let data = pattern(size, 61);
+    let (path, f) = temp_file("share", &data);
+    let open = Arc::new(AtomicBool::new(false));
+    let o = open.clone();
+    let factory: FaultFactory = Arc::new(move |_| {
+        Some(Box::new(HoldAll {
+            open: o.clone(),
+            held: Vec::new(),
+        }) as Box<dyn FaultPlan>)
+    });
+    let cfg = Config {
+        io_threads: 16,
+        chunk_bytes: 4 << 20,
+        read_mode: ReadMode::Buffered,
+        ..Config::default()
+    };
+    let e = Engine::with_faults(cfg, no_gpu(), Some(factory)).unwrap();
+    let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
+    let mut bufs: Vec<Vec<u8>> = (0..callers).map(|_| vec![0u8; size]).collect();
+    std::thread::scope(|s| {
+        let reads: Vec<_> = bufs
+            .iter_mut()
+            .map(|b| {
+                let (e, file) = (&e, &file);
+                let ptr = b.as_mut_ptr() as usize;
+                // SAFETY: each thread's buffer is its own and outlives the call.
+                s.spawn(move || unsafe { e.read(file, Memory::Host(ptr), size, 0) })
+            })
+            .collect();
+        // No read can finish before the gate opens, so the callers enter
+        // one by one and the k-th finds k waiting, itself included.
+        for _ in 0..2000 {
+            if e.sync_callers_waiting() == callers {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(
+            e.sync_callers_waiting(),
+            callers,
+            "the callers never all waited"
+        );
+        open.store(true, Ordering::SeqCst);
+        for r in reads {
+            assert_eq!(r.join().unwrap().unwrap(), size);
+        }
+    });
+    assert_eq!(
+        e.sync_callers_waiting(),
+        0,
+        "a finished call is still counted"
+    );
+    for b in &bufs {
+        assert!(b == &data, "a read's bytes differ from the file's");
+    }
+    // Of sixteen workers, the k-th caller's share is 16 / k (at least one),
+    // and each 4 MiB read is cut for it: 512 KiB pieces for the first two
+    // callers (8 + 8), then 832 KiB (5), 1 MiB (4), 1408 KiB (3), and 2 MiB
+    // for the last three (2 each): 34 chunks, where eight lone callers would
+    // have made 64.
+    assert_eq!(e.stats().chunks, 34);
+    drop(e);
+    std::fs::remove_file(&path).unwrap();
+}
+
 #[test]
 fn one_event_ends_every_copy_queued_before_it() {
     // Reads that complete together have their copies covered by one
