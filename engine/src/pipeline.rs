@@ -17,7 +17,7 @@ use crate::error::{Error, OpError, Result};
 use crate::file::File;
 use crate::gpu::{self, Gpu, PtrInfo};
 use crate::queue::WorkQueue;
-use crate::request::{pieces, split_bytes, workers_per_caller, Chunk, ReqState};
+use crate::request::{pieces, share_of_workers, split_bytes, Chunk, ReqState};
 use crate::stats::{Stats, StatsSnapshot};
 use crate::worker::{self, WorkerHandle};
 use crate::MAX_RW_COUNT;
@@ -346,10 +346,11 @@ impl Engine {
 
     /// `spread`: the synchronous calls waiting on the workers, this one
     /// included: cut a request below workers × chunk into smaller pieces so
-    /// that it uses its share of the workers (all of them for a lone caller).
-    /// Where several callers wait at once (a loader's threads), every worker
-    /// is busy already, and more pieces per request would only add hand-offs,
-    /// wake-ups and GPU copies of their own.
+    /// that it uses its share of the workers (all of them for a lone caller,
+    /// see [`share_of_workers`]). Where several callers wait at once (a
+    /// loader's threads), their pieces keep the workers busy already, and
+    /// more pieces per request would only add hand-offs, wake-ups and GPU
+    /// copies of their own.
     fn submit_split(&self, req: IoRequest, done: Completion, spread: Option<usize>) {
         let size = req.size.min(MAX_RW_COUNT);
         if size == 0 {
@@ -369,12 +370,8 @@ impl Engine {
             let cfg = &self.inner.cfg;
             // Cut for every worker the engine may have, not those running:
             // the pieces are what makes the push start the rest.
-            split_bytes(
-                size,
-                workers_per_caller(cfg.io_threads, callers),
-                crate::config::PIECES_PER_WORKER,
-                cfg.chunk_bytes,
-            )
+            let (workers, per_worker) = share_of_workers(cfg.io_threads, callers);
+            split_bytes(size, workers, per_worker, cfg.chunk_bytes)
         } else {
             self.inner.cfg.chunk_bytes
         } as u64;

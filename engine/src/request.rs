@@ -397,15 +397,25 @@ pub(crate) fn split_bytes(
         .clamp(min, chunk_bytes)
 }
 
-/// The workers one of `callers` synchronous calls waiting together may
-/// count on, out of `workers`: an even share, at least one. Eight loader
-/// threads reading 4 MiB files each on sixteen workers cut their reads in
-/// two pieces of 2 MiB, not eight of 512 KiB: on an H100 machine that read
-/// 512 files × 4 MiB from 8 threads at 27.4–29.8 GB/s against 19.0–23.5
-/// (four rounds), and 8 threads of sequential 4 MiB reads at 36.5–38.4
-/// against 28.9–30.9.
-pub(crate) fn workers_per_caller(workers: usize, callers: usize) -> usize {
-    (workers / callers.max(1)).max(1)
+/// How a request of one of `callers` synchronous calls waiting together is
+/// spread over an engine of `workers` (the `workers` and `per_worker` of
+/// [`split_bytes`]): a lone caller's over every worker, two pieces each;
+/// callers waiting together share the [`crate::config::SPREAD_MAX_WORKERS`]
+/// page-cache readers that the memory rewards, one piece each, since the
+/// other callers' pieces keep the rest of the workers and the link busy.
+/// Page-cache-hot reads into device memory on an H100 machine, three rounds:
+/// 8 threads reading 512 files × 4 MiB whole (open, register, read,
+/// deregister) ran 34.4–36.7 GB/s with each read one 4 MiB piece, 31.5–32.4
+/// in two pieces, 27.6–29.1 in four and 19.0–23.5 in the lone caller's
+/// eight; 4 threads of sequential 16 MiB reads 42.3–43.3 in four 4 MiB
+/// pieces against 39.5–39.9 in eight of 2 MiB.
+pub(crate) fn share_of_workers(workers: usize, callers: usize) -> (usize, usize) {
+    if callers <= 1 {
+        (workers, crate::config::PIECES_PER_WORKER)
+    } else {
+        let readers = (crate::config::SPREAD_MAX_WORKERS / callers).max(1);
+        (readers.min(workers.max(1)), 1)
+    }
 }
 
 /// The pieces `[file_offset, file_offset + len)` of the request
@@ -461,19 +471,26 @@ mod tests {
     #[test]
     fn callers_waiting_together_cut_their_requests_for_their_share() {
         let mib = 1 << 20;
-        let piece = |callers| split_bytes(4 * mib, workers_per_caller(16, callers), 2, 4 * mib);
+        let piece = |callers| {
+            let (workers, per_worker) = share_of_workers(16, callers);
+            split_bytes(4 * mib, workers, per_worker, 4 * mib)
+        };
         // A lone caller: one 512 KiB piece for each of eight workers.
         assert_eq!(piece(1), 512 << 10);
-        assert_eq!(piece(2), 512 << 10);
-        assert_eq!(piece(4), mib);
-        // Eight loader threads: two pieces of 2 MiB each.
-        assert_eq!(piece(8), 2 * mib);
-        // More callers than workers: a share of one worker, never zero,
-        // which still takes two pieces (the first one's copy overlaps the
-        // second one's read).
-        assert_eq!(workers_per_caller(16, 40), 1);
-        assert_eq!(workers_per_caller(16, 0), 16);
-        assert_eq!(piece(40), 2 * mib);
+        // Callers waiting together share eight readers, one piece each.
+        assert_eq!(piece(2), mib);
+        assert_eq!(piece(3), 2 * mib);
+        assert_eq!(piece(4), 2 * mib);
+        // Eight loader threads: each 4 MiB read whole.
+        assert_eq!(piece(8), 4 * mib);
+        assert_eq!(piece(40), 4 * mib);
+        // Never a share of no workers.
+        assert_eq!(share_of_workers(16, 40), (1, 1));
+        assert_eq!(share_of_workers(0, 3), (1, 1));
+        assert_eq!(share_of_workers(16, 0), (16, 2));
+        // A large request stays in whole chunks.
+        let (w, p) = share_of_workers(16, 2);
+        assert_eq!(split_bytes(256 * mib, w, p, 4 * mib), 4 * mib);
     }
 
     #[test]

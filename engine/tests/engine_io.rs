@@ -707,12 +707,13 @@ fn sync_callers_waiting_together_cut_their_reads_for_their_share_of_the_workers(
     for b in &bufs {
         assert!(b == &data, "a read's bytes differ from the file's");
     }
-    // Of sixteen workers, the k-th caller's share is 16 / k (at least one),
-    // and each 4 MiB read is cut for it: 512 KiB pieces for the first two
-    // callers (8 + 8), then 832 KiB (5), 1 MiB (4), 1408 KiB (3), and 2 MiB
-    // for the last three (2 each): 34 chunks, where eight lone callers would
-    // have made 64.
-    assert_eq!(e.stats().chunks, 34);
+    // The first caller alone cuts its 4 MiB read for eight workers (eight
+    // pieces of 512 KiB); the k-th of callers waiting together shares the
+    // eight readers, one piece each: 8 / k readers (at least one), so 1 MiB
+    // pieces for the second (4), 2 MiB for the third and fourth (2 each) and
+    // whole reads for the rest (1 each): 20 chunks, where eight lone
+    // callers would have made 64.
+    assert_eq!(e.stats().chunks, 20);
     drop(e);
     std::fs::remove_file(&path).unwrap();
 }
