@@ -16,6 +16,10 @@
 #                  (pinned copy, raw O_DIRECT storage), ROUNDS rounds (default 2)
 #   loader         the data-loader shapes: many files, mid-size requests,
 #                  unregistered buffers (hipfile-bench jobs, the Python package)
+#   callers        several threads making plain sync reads at once (8 threads
+#                  over 512 files x 4 MiB, sequential 4/16/64 MiB requests from
+#                  8, 4, 2 and 1 threads), hot, unregistered device buffers,
+#                  ROUNDS rounds, BUILDS rotating
 #   compare-peers  the loader shapes from Python against KvikIO and against a C
 #                  program over libhipfile, in the same run (KvikIO's wheels
 #                  carried in .whl/)
@@ -242,6 +246,29 @@ if has loader; then
     [ -f "$j" ] || continue
     for b in $BUILDS; do
       HIPFILE_BENCH_DIR="$WORK/loader" bench "$b" "$(basename "$j" .fio)" - "$j"
+    done
+  done
+fi
+
+if has callers; then
+  log "many callers at once: plain hipFileRead from several threads, hot, unregistered device buffers"
+  make_file
+  table_head
+  # The loader job with every file read three times per run (a 2 GiB pass
+  # takes well under 0.1 s at these rates).
+  mid="$WORK/callers-mid.fio"
+  sed 's/^\[global\]/[global]\nloops=3/' bench/jobs/loader-mid-files.fio > "$mid"
+  HIPFILE_BENCH_DIR="$WORK/loader" "$C/${BUILDS%% *}/hipfile-bench" --section=sync-8threads-hot \
+    "$mid" > /dev/null 2>&1
+  for r in $(seq "$ROUNDS"); do
+    for b in $(builds_in_round "$r"); do
+      HIPFILE_BENCH_DIR="$WORK/loader" bench "$b" "mid-8threads-$r" - --section=sync-8threads-hot "$mid"
+      for shape in "4M 8" "16M 4" "4M 2" "16M 2" "64M 2" "16M 1"; do
+        read -r bs jobs <<< "$shape"
+        bench "$b" "seq-$bs-x$jobs-$r" hot --filename="$F" --size=4G --bs="$bs" --rw=read \
+          --ioengine=hipfile-sync --mem=device --invalidate=0 --buf_register=0 --numjobs="$jobs" \
+          --group_reporting --time_based --runtime=2
+      done
     done
   done
 fi
