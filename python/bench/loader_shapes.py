@@ -9,13 +9,18 @@ is then part of the C figure.
 Shapes:
   small   8192 files x 256 KiB, read in batches of --batch files
   mid     512 files x 4 MiB, in batches of --batch files
+  mid8t   the same 512 files from 8 threads, one whole file per call
   seq16   one 4.29 GB (4 GiB) file, sequential 16 MiB requests
   seq256  the same file, sequential 256 MiB requests
 
 Per batch of files, each side opens every file, reads all of them into one
 device buffer with every read in flight (hipfile: hipfile.read_batch; C:
 hipFileHandleRegister + hipFileBatchIOSubmit/GetStatus; KvikIO: CuFile +
-pread futures), then closes them: what a loader does per batch. Sequential
+pread futures), then closes them: what a loader does per batch. Threaded
+shapes give each of N threads its share of the files, opened, read whole
+with one blocking call and closed one at a time (hipfile File.read, KvikIO
+pread(...).get(); no C side): a loader whose worker threads each read their
+own samples. Sequential
 shapes issue one blocking request at a time (hipfile File.read, C
 hipFileRead, KvikIO pread(...).get()).
 
@@ -54,6 +59,7 @@ import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 os.environ.setdefault("KVIKIO_NTHREADS", "16")
 os.environ.setdefault("KVIKIO_TASK_SIZE", str(4 << 20))
@@ -66,6 +72,7 @@ MiB = 1 << 20
 SHAPES = {
     "small": dict(files=8192, size=256 << 10),
     "mid": dict(files=512, size=4 * MiB),
+    "mid8t": dict(files=512, size=4 * MiB, threads=8),
     "seq16": dict(files=1, size=4 << 30, request=16 * MiB),
     "seq256": dict(files=1, size=4 << 30, request=256 * MiB),
 }
@@ -195,6 +202,23 @@ def py_files(paths, size, batch, dev):
             f.close()
 
 
+def in_threads(threads, work):
+    """Run work(t) for t in range(threads) on threads of their own; raise
+    the first failure."""
+    with ThreadPoolExecutor(threads) as ex:
+        for r in [ex.submit(work, t) for t in range(threads)]:
+            r.result()
+
+
+def py_threads(paths, size, threads, dev):
+    def work(t):
+        for p in paths[t::threads]:
+            with hipfile.open(p) as f:
+                assert f.read(dev.array, size=size, buf_offset=t * size) == size
+
+    in_threads(threads, work)
+
+
 def py_seq(path, size, request, dev):
     with hipfile.open(path) as f:
         for off in range(0, size, request):
@@ -224,6 +248,17 @@ def kv_files(kvikio, paths, size, batch, dev):
             assert fu.get() == size
         for f in files:
             f.close()
+
+
+def kv_threads(kvikio, paths, size, threads, dev):
+    def work(t):
+        view = dev.view(t * size, size)
+        for p in paths[t::threads]:
+            f = kvikio.CuFile(p, "r")
+            assert f.pread(view, size, 0).get() == size
+            f.close()
+
+    in_threads(threads, work)
 
 
 def kv_seq(kvikio, path, size, request, dev):
@@ -395,7 +430,7 @@ def measure(sides, nbytes, cold, repeat, dev, paths):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", default=os.environ.get("HIPFILE_BENCH_DIR", "/tmp/hipfile-shapes"))
-    ap.add_argument("--shapes", default="small,mid,seq16,seq256")
+    ap.add_argument("--shapes", default="small,mid,mid8t,seq16,seq256")
     ap.add_argument("--batch", type=int, default=64, help="files per batch for small and mid")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--drop-caches", action="store_true", help="also measure cold (root)")
@@ -448,7 +483,14 @@ def main():
         paths = make_files(args.dir, shape)
         size = spec["size"]
         nbytes = size * len(paths)
-        if "request" in spec:
+        if "threads" in spec:
+            threads = spec["threads"]
+            dev = Buffer(threads * size)
+            sides = {
+                "python": lambda: py_threads(paths, size, threads, dev),
+                "kvikio": kvikio and (lambda: kv_threads(kvikio, paths, size, threads, dev)),
+            }
+        elif "request" in spec:
             req = spec["request"]
             dev = Buffer(req)
             sides = {
