@@ -512,20 +512,23 @@ fn hot_device_reads_up_to_256k_run_inline_and_cold_ones_on_the_workers() {
     std::fs::remove_file(&path).unwrap();
 }
 
-/// Holds back the first completion any of the engine's rings produces until
-/// `open` is set: the worker that got it is stuck with its only slot.
-struct Stall {
+/// Holds back completions until `open` is set: with `first_only`, the
+/// first one any of the engine's rings produces (the worker that got it is
+/// stuck with its only slot; `taken` tells that it came), else every one.
+struct Gate {
+    first_only: bool,
     taken: Arc<std::sync::atomic::AtomicBool>,
     open: Arc<std::sync::atomic::AtomicBool>,
     held: Vec<Cqe>,
 }
 
-impl FaultPlan for Stall {
+impl FaultPlan for Gate {
     fn on_complete(&mut self, _op: &Op, cqe: Cqe, out: &mut Vec<Cqe>) {
-        if self.taken.swap(true, Ordering::SeqCst) {
+        if self.first_only && self.taken.swap(true, Ordering::SeqCst) {
             out.push(cqe);
         } else {
             self.held.push(cqe);
+            self.flush(out);
         }
     }
     fn flush(&mut self, out: &mut Vec<Cqe>) {
@@ -549,7 +552,8 @@ fn chunks_go_to_a_worker_that_can_start_them() {
     let open = Arc::new(AtomicBool::new(false));
     let (t, o) = (taken.clone(), open.clone());
     let factory: FaultFactory = Arc::new(move |_| {
-        Some(Box::new(Stall {
+        Some(Box::new(Gate {
+            first_only: true,
             taken: t.clone(),
             open: o.clone(),
             held: Vec::new(),
@@ -626,27 +630,6 @@ fn chunks_go_to_a_worker_that_can_start_them() {
     std::fs::remove_file(&path).unwrap();
 }
 
-/// Holds every completion until `open` is set.
-struct HoldAll {
-    open: Arc<std::sync::atomic::AtomicBool>,
-    held: Vec<Cqe>,
-}
-
-impl FaultPlan for HoldAll {
-    fn on_complete(&mut self, _op: &Op, cqe: Cqe, out: &mut Vec<Cqe>) {
-        self.held.push(cqe);
-        self.flush(out);
-    }
-    fn flush(&mut self, out: &mut Vec<Cqe>) {
-        if self.open.load(Ordering::SeqCst) {
-            out.append(&mut self.held);
-        }
-    }
-    fn holding(&self) -> usize {
-        self.held.len()
-    }
-}
-
 #[test]
 fn sync_callers_waiting_together_cut_their_reads_for_their_share_of_the_workers() {
     use std::sync::atomic::AtomicBool;
@@ -657,7 +640,9 @@ fn sync_callers_waiting_together_cut_their_reads_for_their_share_of_the_workers(
     let open = Arc::new(AtomicBool::new(false));
     let o = open.clone();
     let factory: FaultFactory = Arc::new(move |_| {
-        Some(Box::new(HoldAll {
+        Some(Box::new(Gate {
+            first_only: false,
+            taken: Default::default(),
             open: o.clone(),
             held: Vec::new(),
         }) as Box<dyn FaultPlan>)
