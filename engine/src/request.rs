@@ -406,9 +406,10 @@ pub(crate) fn split_bytes(
 /// Page-cache-hot reads into device memory on an H100 machine, three rounds:
 /// 8 threads reading 512 files × 4 MiB whole (open, register, read,
 /// deregister) ran 34.4–36.7 GB/s with each read one 4 MiB piece, 31.5–32.4
-/// in two pieces, 27.6–29.1 in four and 19.0–23.5 in the lone caller's
-/// eight; 4 threads of sequential 16 MiB reads 42.3–43.3 in four 4 MiB
-/// pieces against 39.5–39.9 in eight of 2 MiB.
+/// in two pieces and 27.6–29.1 in four (in other rounds the lone caller's
+/// eight: 19.0–26.3); 4 threads of sequential 16 MiB reads 42.3–43.3 in
+/// four 4 MiB pieces against 39.5–39.9 in eight of 2 MiB. Cold reads of the
+/// file shape moved within the rounds' spread.
 pub(crate) fn share_of_workers(workers: usize, callers: usize) -> (usize, usize) {
     if callers <= 1 {
         (workers, crate::config::PIECES_PER_WORKER)
