@@ -71,3 +71,21 @@ def test_sides_take_turns_run_by_run(evicted, shapes):
 def test_a_side_that_times_itself_is_taken_at_its_word(evicted, shapes):
     out = shapes.measure({"c": lambda: 0.5}, 1 << 30, False, 2, NoDevice(), [evicted])
     assert out["c"][1] == [pytest.approx(2.147483648), pytest.approx(2.147483648)]
+
+
+def test_the_threaded_shape_reads_each_file_into_its_threads_slice(tdir, shapes):
+    size, threads, files = 64 << 10, 3, 7
+    paths = []
+    for i in range(files):
+        p = os.path.join(tdir, f"t{i}.bin")
+        with open(p, "wb") as f:
+            f.write(pattern(size, 10 + i).tobytes())
+        paths.append(p)
+    dev = shapes.HostBuffer(threads * size)
+    shapes.py_threads(paths, size, threads, dev)
+    # Thread t reads paths[t::threads] in order into its own slice: the
+    # slice holds the last of them.
+    for t in range(threads):
+        last = len(paths[t::threads]) - 1
+        want = pattern(size, 10 + t + threads * last)
+        assert (dev.array[t * size : (t + 1) * size] == want).all(), f"thread {t}"
