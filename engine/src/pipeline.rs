@@ -514,25 +514,14 @@ impl Engine {
             && crate::file::fully_cached(req.file.buffered_fd, req.file_offset, req.size as u64)
                 == Some(true);
         let n = if host_read || (small && host) {
-            crate::stats::Call::served_inline(call);
-            self.check_access(&req)?;
-            let _busy = crate::file::InflightGuard::new(&req.file);
             let huge = self.inner.cfg.huge_pages;
-            let n = crate::inline::host_io(&req, &self.inner.stats, huge, false)?;
-            self.inner.stats.inline_bytes.add(n as u64);
-            n
+            self.serve_inline(&req, call, || {
+                crate::inline::host_io(&req, &self.inner.stats, huge, false)
+            })?
         } else if hot_device_read || (small && device_inline_ok()) {
-            crate::stats::Call::served_inline(call);
-            self.check_access(&req)?;
-            let _busy = crate::file::InflightGuard::new(&req.file);
-            let n = crate::inline::device_io(
-                &self.inner.gpu,
-                &req,
-                &self.inner.stats,
-                hot_device_read,
-            )?;
-            self.inner.stats.inline_bytes.add(n as u64);
-            n
+            self.serve_inline(&req, call, || {
+                crate::inline::device_io(&self.inner.gpu, &req, &self.inner.stats, hot_device_read)
+            })?
         } else {
             let w = Arc::new(Waiter::default());
             let callers = SyncCaller::enter(&self.inner.sync_callers);
@@ -548,6 +537,23 @@ impl Engine {
                 return Err(Error::last_os());
             }
         }
+        Ok(n)
+    }
+
+    /// Serve `req` on the caller's thread with `io` (host memory, or device
+    /// memory through the thread's bounce): counted as an inline call, with
+    /// the file marked busy while it runs.
+    fn serve_inline(
+        &self,
+        req: &IoRequest,
+        call: &mut Option<crate::stats::Call>,
+        io: impl FnOnce() -> Result<usize>,
+    ) -> Result<usize> {
+        crate::stats::Call::served_inline(call);
+        self.check_access(req)?;
+        let _busy = crate::file::InflightGuard::new(&req.file);
+        let n = io()?;
+        self.inner.stats.inline_bytes.add(n as u64);
         Ok(n)
     }
 
