@@ -400,6 +400,22 @@ impl File {
         Some((fd, a))
     }
 
+    /// True once the file is known to have no O_DIRECT way (the filesystem
+    /// refused it, or its alignment does not suit the engine): every read of
+    /// it goes through the page cache. False while that is not known yet.
+    pub(crate) fn page_cache_only(&self) -> bool {
+        let a = self.dio_offset_align.max(self.dio_mem_align) as u64;
+        !a.is_power_of_two() || a as usize > MAX_DIO_ALIGN || self.direct_fd.get() == Some(&None)
+    }
+
+    /// The alignment [`File::direct`] announces for offsets and lengths, and
+    /// the memory alignment [`File::dio_fits`] asks of an address (both at
+    /// least 1).
+    pub(crate) fn dio_alignment(&self) -> (u64, u64) {
+        let a = self.dio_offset_align.max(self.dio_mem_align).max(1) as u64;
+        (a, self.dio_mem_align.max(1) as u64)
+    }
+
     /// Whether an O_DIRECT transfer of `len` bytes at `off`, to or from
     /// address `addr` (None: an aligned bounce slot), fits alignment `align`
     /// (from [`File::direct`]) and the file's memory alignment. The one rule

@@ -288,6 +288,21 @@ fn reprobe_due() -> bool {
     })
 }
 
+/// [`reprobe_due`] for a read that can only go without the probe
+/// ([`crate::fast`]): true, and counted, when this read of a trusted file
+/// need not probe; false, and not counted, when the probe is due, so that
+/// the read taking the full path makes it.
+pub(crate) fn take_unprobed_turn() -> bool {
+    SINCE_PROBE.with(|n| {
+        let k = n.get() + 1;
+        let free = k < crate::file::REPROBE_EVERY;
+        if free {
+            n.set(k);
+        }
+        free
+    })
+}
+
 /// One `pread` of `len` bytes at `off` into `ptr`, and what it means.
 fn pread(fd: i32, way: Way, ptr: usize, len: usize, off: u64) -> Verdict {
     // SAFETY: the caller's buffer covers [ptr, ptr + len) (the C contract).

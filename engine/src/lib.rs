@@ -42,6 +42,7 @@ pub mod config;
 pub mod config_file;
 mod errno;
 pub mod error;
+pub mod fast;
 pub mod file;
 pub mod fork;
 pub mod gpu;

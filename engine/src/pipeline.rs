@@ -286,6 +286,12 @@ impl Engine {
         &self.inner.cfg
     }
 
+    /// The counter of bytes moved on callers' threads ([`crate::fast`] adds
+    /// to it too).
+    pub(crate) fn inline_bytes(&self) -> &Arc<crate::stats::PerThread> {
+        &self.inner.stats.inline_bytes
+    }
+
     /// The storage backend the workers use: io_uring, or POSIX where
     /// io_uring is refused or `HIPFILE_IO_BACKEND=posix` asks.
     pub fn storage_backend(&self) -> crate::storage::Backend {

@@ -14,7 +14,7 @@ use crate::pipeline::{Engine, Memory};
 use crate::{log_info, log_warn};
 use std::collections::{BTreeMap, HashMap};
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// A registered buffer (`hipFileBufRegister`).
@@ -94,6 +94,17 @@ pub fn new_handle() -> usize {
     BASE + (NEXT.fetch_add(1, Ordering::Relaxed) + 1) * 16
 }
 
+/// Times the driver state has been taken to change ([`Driver::write`]), in
+/// every driver this process and its parents made (it is not reset in a
+/// child after fork).
+static MUTATIONS: AtomicU64 = AtomicU64::new(0);
+
+/// [`MUTATIONS`] now. A thread that looked up a handle after reading this
+/// count may keep using what it found while the count stays the same.
+pub fn mutations() -> u64 {
+    MUTATIONS.load(Ordering::Acquire)
+}
+
 /// The process-wide driver, created on first use (never at load time).
 pub fn driver() -> &'static Driver {
     DRIVER.get_or_init(|| {
@@ -119,8 +130,17 @@ impl Driver {
         self.state.read().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The state, to change. Every taker counts as a change ([`mutations`]),
+    /// whether it changes anything or not: a thread's remembered answer
+    /// ([`crate::fast`]) is then asked again, which is only slower.
     pub fn write(&self) -> RwLockWriteGuard<'_, State> {
-        self.state.write().unwrap_or_else(|p| p.into_inner())
+        let g = self.state.write().unwrap_or_else(|p| p.into_inner());
+        // Under the lock, before any change: a lookup that starts after this
+        // writer lets go sees the new count (the unlock releases it), and one
+        // that read the old count before a lookup that waited for this
+        // writer remembers an answer under a count that is already stale.
+        MUTATIONS.fetch_add(1, Ordering::Release);
+        g
     }
 
     /// Settings from the environment, read once per process.

@@ -85,8 +85,9 @@ pub struct Stats {
     /// Ops resubmitted after EINTR/EAGAIN/short transfers.
     pub retries: AtomicU64,
     /// Bytes of small requests done on the caller's thread: added by every
-    /// calling thread, so kept per thread ([`PerThread`]).
-    pub inline_bytes: PerThread,
+    /// calling thread, so kept per thread ([`PerThread`]); shared with the
+    /// threads' remembered fast reads ([`crate::fast`]).
+    pub inline_bytes: std::sync::Arc<PerThread>,
     /// Time chunks spent in each [`Stage`] (sum and longest, nanoseconds).
     pub stage_ns: [AtomicU64; STAGES],
     pub stage_max_ns: [AtomicU64; STAGES],

@@ -15,6 +15,7 @@ pub mod types;
 
 use hipfile_engine::batch::{self, Batch, BatchEntry};
 use hipfile_engine::error::{Error, OpError};
+use hipfile_engine::fast;
 use hipfile_engine::gpu::MemKind;
 use hipfile_engine::pipeline::{Direction, IoRequest};
 use hipfile_engine::registry::{driver, BufferUse, IoLookup, ResolvedBuffer};
@@ -285,6 +286,20 @@ fn sync_io(
     dir: Direction,
 ) -> isize {
     guard_ssize(name, || {
+        // A thread's repeated small page-cache read of one file into one
+        // unregistered host buffer: one pread (hipfile_engine::fast).
+        if dir == Direction::Read {
+            if let Some(n) = fast::try_read(
+                fh as usize,
+                buffer_base as u64,
+                size,
+                file_offset,
+                buffer_offset,
+            ) {
+                return Ok(n);
+            }
+        }
+        let stamp = fast::stamp();
         // One registry read for the engine, the handle and the buffer.
         let mut found = driver().lookup_io(fh as usize, buffer_base as u64);
         if found.engine.is_none() {
@@ -311,11 +326,22 @@ fn sync_io(
         if req.size == 0 {
             return Ok(0);
         }
+        // A host buffer's read may be remembered for the next.
+        let host_read =
+            dir == Direction::Read && matches!(buf.mem, hipfile_engine::pipeline::Memory::Host(_));
+        let file = host_read.then(|| req.file.clone());
+        let buf_len = buf.len;
         // The registration moves into the guard: no second reference to count.
         let _busy = BufferUse::new(buf.reg);
         // SAFETY: the caller's buffer covers the request (the C contract;
         // registered and device ranges were checked by `prepare`).
         let r = unsafe { engine.transfer(req) };
+        match (&file, &r) {
+            (Some(f), Ok(n)) if *n > 0 => {
+                fast::remember(stamp, fh as usize, buffer_base as u64, buf_len, &engine, f)
+            }
+            _ => fast::forget(),
+        }
         if r == Err(Error::Os(libc::EFAULT)) && !engine.gpu().has_devices() {
             log_warn!(
                 "{name}: the buffer is not accessible host memory; if it is device memory, \

@@ -241,6 +241,23 @@ impl Call {
         Call::start(Api::Sync, req)
     }
 
+    /// A small host-memory read served on the caller's thread from what the
+    /// thread remembered ([`crate::fast`]): counted as [`Api::Inline`], as
+    /// the same read through [`Engine::transfer`](crate::pipeline::Engine::transfer) is.
+    #[inline]
+    pub fn remembered_host_read(size: usize) -> Option<Call> {
+        if level() == 0 {
+            return None;
+        }
+        Some(Call {
+            api: Api::Inline,
+            dir: 0,
+            target: 0,
+            size: size as u64,
+            t0: clock::now(),
+        })
+    }
+
     /// The synchronous call is served on the caller's thread: counted as
     /// [`Api::Inline`].
     #[inline]
