@@ -42,6 +42,9 @@ for lib in target/release/libhipfile.so target/release/libcufile.so; do
   fi
 done
 cp target/release/libhipfile.so "$dest/"
+# The C small-read loop (gpu-run.sh small), linked by soname: it runs against
+# whichever build's libhipfile.so.0 LD_LIBRARY_PATH names.
+cc -O2 -Iinclude bench/c/small_reads.c -Ltarget/release -l:libhipfile.so -o "$dest/small-reads"
 # libhipfile's GDS probe helper goes next to it (where libhipfile looks); the cuFile
 # front into cufile/, off the other suites' LD_LIBRARY_PATH, where it would stand in
 # for NVIDIA's libcufile.

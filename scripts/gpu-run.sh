@@ -27,6 +27,10 @@
 #                  at a time (HOTPATH_ROWS, HOTPATH_BS, HOTPATH_BENCH_ARGS),
 #                  and hot_probe's bounce-path variants (HOTPATH_PROBE=0
 #                  skips them; for an instance where hot reads are slow)
+#   small          bench/c/small_reads.c: 4 KiB and 64 KiB page-cache reads
+#                  through hipFileRead against pread in the same rounds, one
+#                  C thread, host buffers aligned, off alignment and
+#                  registered; SMALL_ROUNDS (default 20) rounds, per build
 #   stats          what statistics cost (HIPFILE_STATS_LEVEL 1 against 0, in
 #                  alternating order) and what ais-stats and hipfile-check show
 #   fallback       the POSIX storage backend (what serves where io_uring is
@@ -344,6 +348,20 @@ if has hotpath; then
     [ "${HOTPATH_PROBE:-1}" = 1 ] || break
     # shellcheck disable=SC2086
     timeout 60 "$C/hot_probe" "$F" threads=16 passes=3 $v 2>&1 | tail -1 | tee -a "$OUT/summary.md"
+  done
+fi
+
+if has small; then
+  log "small reads from C: pread / hipFileRead per round (median, min, max), hot 4 GiB file"
+  make_file
+  cat "$F" > /dev/null
+  for shape in "4096 4096 0" "4096 16 0" "4096 4096 1" "65536 4096 0"; do
+    read -r bs align reg <<< "$shape"
+    for b in $(builds_in_round 1); do
+      echo -n "build $b, level ${HIPFILE_STATS_LEVEL:-1}: " | tee -a "$OUT/summary.md"
+      LD_LIBRARY_PATH="$C/$b" timeout 120 "$C/small-reads" "$F" "$bs" "${SMALL_ROUNDS:-20}" 200000 \
+        "$align" "$reg" 2>>"$OUT/bench.txt" | tee -a "$OUT/summary.md"
+    done
   done
 fi
 
