@@ -39,7 +39,7 @@
 use crate::file::File;
 use crate::pipeline::Engine;
 use crate::stats::PerThread;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 /// What a thread read before its lookup: the registry's change count and
@@ -81,9 +81,18 @@ struct Remembered {
     /// when the full path last read it here.
     trusted: bool,
     inline_bytes: Arc<PerThread>,
+    /// This thread's statistics shard ([`crate::stats::record::thread_shard`]),
+    /// held for the thread's life: asked once here, not per read.
+    shard: (usize, bool),
+    /// Reads of a trusted file left before one must probe the page cache
+    /// on the full path ([`crate::file::REPROBE_EVERY`]).
+    turns: Cell<u32>,
     /// Reads served from this memory (tests ask, [`served`]).
-    served: std::cell::Cell<u64>,
+    served: Cell<u64>,
 }
+
+/// Reads of a trusted file between two probes, as on the full path.
+const TURNS: u32 = crate::file::REPROBE_EVERY - 1;
 
 thread_local! {
     static LAST: RefCell<Option<Remembered>> = const { RefCell::new(None) };
@@ -123,6 +132,7 @@ pub fn remember(stamp: Stamp, handle: usize, base: u64, len: u64, engine: &Engin
         }) {
             r.trusted = trusted;
             r.page_cache_only = page_cache_only;
+            r.turns.set(TURNS);
         } else {
             *last = Some(Remembered {
                 stamp,
@@ -136,7 +146,9 @@ pub fn remember(stamp: Stamp, handle: usize, base: u64, len: u64, engine: &Engin
                 mem_align,
                 trusted,
                 inline_bytes: engine.inline_bytes().clone(),
-                served: std::cell::Cell::new(0),
+                shard: crate::stats::record::thread_shard(),
+                turns: Cell::new(TURNS),
+                served: Cell::new(0),
             });
         }
     });
@@ -200,8 +212,17 @@ pub fn try_read(
         let unaligned = file_offset as u64 % r.dio_align != 0
             || size as u64 % r.dio_align != 0
             || dst % r.mem_align != 0;
-        if !(r.page_cache_only || unaligned || r.trusted && crate::inline::take_unprobed_turn()) {
-            return None;
+        if !(r.page_cache_only || unaligned) {
+            if !r.trusted {
+                return None;
+            }
+            let t = r.turns.get();
+            if t == 0 {
+                // This read goes the full way, and probes.
+                crate::inline::probe_next();
+                return None;
+            }
+            r.turns.set(t - 1);
         }
         let call = crate::stats::Call::remembered_host_read(size);
         // SAFETY: the caller's buffer covers [dst, dst + size) (the C
@@ -210,9 +231,12 @@ pub fn try_read(
         if n != size as isize {
             return None;
         }
-        r.inline_bytes.add(size as u64);
+        let (shard, alone) = r.shard;
+        r.inline_bytes.add_at(shard, alone, size as u64);
         r.served.set(r.served.get() + 1);
-        crate::stats::record::finish(call, &Ok(size));
+        if let Some(c) = call {
+            c.finish_in(&Ok(size), Some(r.shard));
+        }
         Some(size)
     })
     .ok()

@@ -288,19 +288,11 @@ fn reprobe_due() -> bool {
     })
 }
 
-/// [`reprobe_due`] for a read that can only go without the probe
-/// ([`crate::fast`]): true, and counted, when this read of a trusted file
-/// need not probe; false, and not counted, when the probe is due, so that
-/// the read taking the full path makes it.
-pub(crate) fn take_unprobed_turn() -> bool {
-    SINCE_PROBE.with(|n| {
-        let k = n.get() + 1;
-        let free = k < crate::file::REPROBE_EVERY;
-        if free {
-            n.set(k);
-        }
-        free
-    })
+/// Make this thread's next read of a trusted file probe the page cache
+/// ([`reprobe_due`]): for a thread whose reads went without the full path
+/// ([`crate::fast`]) for [`crate::file::REPROBE_EVERY`] reads.
+pub(crate) fn probe_next() {
+    SINCE_PROBE.with(|n| n.set(crate::file::REPROBE_EVERY - 1));
 }
 
 /// One `pread` of `len` bytes at `off` into `ptr`, and what it means.

@@ -275,6 +275,13 @@ impl Call {
 
     /// Count the finished call.
     pub fn finish(self, r: &Result<usize>) {
+        self.finish_in(r, None)
+    }
+
+    /// [`Call::finish`] into `shard` (the calling thread's, from
+    /// [`thread_shard`]) where the caller knows it already; None asks.
+    #[inline]
+    pub(crate) fn finish_in(self, r: &Result<usize>, shard: Option<(usize, bool)>) {
         // One clock read serves the latency and the shard's last-call time.
         let now = clock::now();
         let lat_ns = clock::to_ns(now.saturating_sub(self.t0));
@@ -282,7 +289,7 @@ impl Call {
         let level = level();
         if let Some(region) = region() {
             let done = r.as_ref().ok().map(|&n| n as u64);
-            let (shard, alone) = shard();
+            let (shard, alone) = shard.unwrap_or_else(self::shard);
             record_into(
                 region,
                 shard,
