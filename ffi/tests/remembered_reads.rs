@@ -207,3 +207,60 @@ fn a_child_after_fork_does_not_read_through_the_parent_s_handle() {
     drop(tf);
     teardown();
 }
+
+#[test]
+fn a_file_that_leaves_the_page_cache_is_read_right_and_loses_the_remembered_way() {
+    let (_g, _gpu) = setup();
+    // Large enough that the reads between two probes, with their
+    // readahead, bring back only a small part of it.
+    const BIG: usize = 64 << 20;
+    let tf = TestFile::new("fast-evict", BIG);
+    let mut buf = vec![0u8; 2 * BS];
+    // Page-aligned reads: the ones that need the page cache's trust.
+    let at = buf.as_ptr().align_offset(BS);
+    let (_, aligned) = buf.split_at_mut(at.min(BS));
+    let aligned = &mut aligned[..BS];
+    let mut served_warm = 0;
+    for i in 0..1000 {
+        let off = (i * 7919 % (BIG / BS)) * BS;
+        assert_eq!(read(tf.fh, aligned, BS, off), BS as isize);
+        served_warm = fast::served();
+        if served_warm > 100 {
+            break;
+        }
+    }
+    assert!(
+        served_warm > 100,
+        "aligned reads never took the remembered way"
+    );
+    // Out of the page cache (and written back first, so it can leave).
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&tf.file);
+    assert_eq!(unsafe { libc::fdatasync(fd) }, 0);
+    assert_eq!(
+        unsafe { libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED) },
+        0
+    );
+    let before = fast::served();
+    for i in 0..1000 {
+        let off = (i * 104729 % (BIG / BS)) * BS;
+        assert_eq!(read(tf.fh, aligned, BS, off), BS as isize);
+        assert!(aligned[..] == tf.data[off..off + BS], "block at {off}");
+    }
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    let path = std::ffi::CString::new(tf.path.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::statfs(path.as_ptr(), &mut fs) }, 0);
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    if fs.f_type as i64 != TMPFS_MAGIC {
+        // Every 64th read probes; the first probe that lands on a page not
+        // read back since ends the file's trust (the full path's reads then
+        // go O_DIRECT, which does not bring the file back). Without the
+        // probe all 1000 would be remembered reads.
+        let after = fast::served() - before;
+        assert!(
+            after < 500,
+            "{after} of 1000 reads of an evicted file were remembered"
+        );
+    }
+    drop(tf);
+    teardown();
+}
