@@ -287,7 +287,7 @@ fn sync_io(
 ) -> isize {
     guard_ssize(name, || {
         // A thread's repeated small page-cache read of one file into one
-        // unregistered host buffer: one pread (hipfile_engine::fast).
+        // host buffer: one pread (hipfile_engine::fast).
         if dir == Direction::Read {
             if let Some(n) = fast::try_read(
                 fh as usize,
