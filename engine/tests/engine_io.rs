@@ -1416,10 +1416,16 @@ fn small_reads_of_a_file_that_left_the_page_cache_stay_correct_and_probe_again()
     assert!(file.trusts_page_cache(), "{CACHE_TRUST} hits in a row");
     make_cold(&f);
     // Every read stays right; within REPROBE_EVERY of them one probes,
-    // misses (the range is not resident) and ends the trust.
-    for k in 0..REPROBE_EVERY as usize {
+    // misses (the range is not resident) and ends the trust. The advice
+    // that evicts is not always taken at once (a page under writeback, or
+    // brought back by readahead, stays), so a probe may still hit: allow
+    // four probe intervals for one miss.
+    for k in 0..4 * REPROBE_EVERY as usize {
         read_at(k * 7 + 3);
         make_cold(&f);
+        if !file.trusts_page_cache() {
+            break;
+        }
     }
     assert!(
         !file.trusts_page_cache(),
