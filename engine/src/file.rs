@@ -392,20 +392,23 @@ impl File {
     /// the engine's bounce slots (alignment a power of two no larger than 4 KiB).
     /// The first call opens the descriptor.
     pub fn direct(&self) -> Option<(RawFd, u64)> {
-        let a = self.dio_offset_align.max(self.dio_mem_align) as u64;
-        if !a.is_power_of_two() || a as usize > MAX_DIO_ALIGN {
-            return None;
-        }
+        let a = self.usable_dio_align()?;
         let fd = (*self.direct_fd.get_or_init(|| self.open_direct()))?;
         Some((fd, a))
+    }
+
+    /// The O_DIRECT alignment, if the engine's bounce slots can meet it (a
+    /// power of two no larger than [`MAX_DIO_ALIGN`]).
+    fn usable_dio_align(&self) -> Option<u64> {
+        let a = self.dio_offset_align.max(self.dio_mem_align) as u64;
+        (a.is_power_of_two() && a as usize <= MAX_DIO_ALIGN).then_some(a)
     }
 
     /// True once the file is known to have no O_DIRECT way (the filesystem
     /// refused it, or its alignment does not suit the engine): every read of
     /// it goes through the page cache. False while that is not known yet.
     pub(crate) fn page_cache_only(&self) -> bool {
-        let a = self.dio_offset_align.max(self.dio_mem_align) as u64;
-        !a.is_power_of_two() || a as usize > MAX_DIO_ALIGN || self.direct_fd.get() == Some(&None)
+        self.usable_dio_align().is_none() || self.direct_fd.get() == Some(&None)
     }
 
     /// The alignment [`File::direct`] announces for offsets and lengths, and
