@@ -417,9 +417,17 @@ impl Engine {
 
     /// While `cold_io_threads` limits storage-bound chunks to some workers:
     /// which chunks of a request over `start..end` go to storage. Every
-    /// piece of a write on an O_DIRECT descriptor does; a write through the
-    /// page cache is a memory copy (its writeback is the kernel's), so its
-    /// pieces go to any worker, durable or not. For a read, a descriptor
+    /// piece of a write on an O_DIRECT descriptor does, and every piece of a
+    /// durable write through the page cache: the disk bounds those, and a
+    /// buffered write holds the inode's lock exclusively (ext4 and XFS take
+    /// `i_rwsem` for it), so pieces on more workers than that only spin on
+    /// the lock. On an H100 machine (16 workers, 256 MiB durable writes on a
+    /// buffered handle, three rounds) the four storage workers wrote 1.28,
+    /// 1.29 and 1.01 × as fast as all sixteen, with 1.7–2.7 cores of system
+    /// time against 2.7–6.6. A write that need not be durable is a memory
+    /// copy whose writeback is the kernel's, so its pieces go to any worker
+    /// (a program writing many files at once copies into each in
+    /// parallel). For a read, a descriptor
     /// opened with O_DIRECT or `HIPFILE_READ_MODE=direct` sends every chunk
     /// there; otherwise a chunk is cold when `cachestat` says the page cache
     /// lacks part of it (one call for the whole request first, so a hot read
@@ -434,7 +442,7 @@ impl Engine {
         let cfg = &self.inner.cfg;
         let fd = req.file.buffered_fd;
         let all = match req.dir {
-            Direction::Write if req.file.client_direct => true,
+            Direction::Write if req.file.client_direct || req.durable => true,
             Direction::Write => return None,
             Direction::Read => {
                 if req.file.direct().is_none() || cfg.read_mode == ReadMode::Buffered {

@@ -966,12 +966,19 @@ fn o_direct_writes_go_to_the_cold_workers_in_storage_pieces() {
 }
 
 #[test]
-fn durable_page_cache_writes_spread_over_the_workers_in_storage_pieces() {
-    // A buffered write is a copy into the page cache: no storage worker limit.
+fn durable_page_cache_writes_go_to_the_cold_workers_in_storage_pieces() {
+    // A durable write through the page cache is bound by the disk and by the
+    // inode's lock: more workers than the storage ones would only contend.
     let piece = hipfile_engine::config::STORAGE_WRITE_PIECE_BYTES;
-    let (spread, longest) = durable_writes_per_worker(1, false);
+    let (limited, longest) = durable_writes_per_worker(1, false);
+    assert!(
+        limited[0] >= 8 && limited[1] == 0 && limited[2] == 0,
+        "{limited:?}"
+    );
+    assert!(longest <= piece, "a write of {longest} bytes");
+    // The control: without the limit the pieces spread over the workers.
+    let (spread, longest) = durable_writes_per_worker(0, false);
     assert!(spread.iter().filter(|&&w| w > 0).count() > 1, "{spread:?}");
-    assert!(spread.iter().sum::<usize>() >= 8, "{spread:?}");
     assert!(longest <= piece, "a write of {longest} bytes");
 }
 
