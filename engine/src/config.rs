@@ -200,9 +200,8 @@ pub const DEFAULT_COLD_IO_THREADS: usize = 4;
 /// interleaved rounds over the two machines; on a buffered handle (page
 /// cache, then writeback) 2 and 4 MiB pieces ran 0.95 × and 0.91 × the
 /// 1 MiB ones and 512 KiB pieces 0.99 × (medians of 10 interleaved rounds,
-/// H100), and 1 MiB pieces ran better on all the workers than on the
-/// storage ones (1.02 ×, ahead in 12 rounds of 20). A chunk size below it
-/// (`HIPFILE_CHUNK_KB`) still caps it.
+/// H100). Where those pieces go: `Engine::storage_bound`. A chunk size
+/// below it (`HIPFILE_CHUNK_KB`) still caps it.
 pub const STORAGE_WRITE_PIECE_BYTES: usize = 1 << 20;
 /// Smallest piece a request is split into when it is spread over the workers.
 pub const MIN_SPLIT_BYTES: usize = 64 << 10;

@@ -26,14 +26,22 @@
 //! - What a worker cannot overlap is its own O_DIRECT reads: they reach the
 //!   disk one at a time per worker, so the disk sees as many reads at once as
 //!   there are workers taking storage-bound chunks (`cold_io_threads`), not
-//!   the ring's depth. One helper thread per worker would not change that.
+//!   the ring's depth. A reader thread per worker would let a worker copy
+//!   one read out of its huge-page slot while its next read is at the disk,
+//!   but each read then costs two wake-ups more: on the 2-core VM, cold
+//!   1 MiB batches at depth 16 and cold 4 MiB sync reads ran 0.88 × and
+//!   0.86 × as fast that way (5 interleaved rounds each).
 //!
 //! Measured on the 2-core VM with `scripts/bench-posix-vs-fio.sh` (host
-//! memory, one 1 GiB file, 5 interleaved rounds, medians of the rounds'
-//! ratios): cold O_DIRECT 4 MiB sync reads at 0.93 × fio `psync` and 1.05 ×
-//! `pvsync2`, a cold batch of 1 MiB reads at depth 16 at 1.01 × and 0.97 ×,
-//! and 0.95–1.02 × the io_uring backend on the same paths; hot reads at 1.7
-//! to 3.6 × fio, whose own page-cache reads are slow on that VM.
+//! memory, one 1 GiB file; `bench/RESULTS.md`, "The 2-core VM"): cold
+//! 1 MiB sync reads at 0.85–1.08 × fio `psync`, cold 4 MiB sync reads and
+//! 1 MiB batches at depth 16 at 0.65–0.90 ×, and 1.0–1.45 × the io_uring
+//! backend on the same paths; hot reads at 2.2–7.9 × fio. What the cold
+//! rows lose is the copy out of the huge page, which fio does not make: a
+//! 4 MiB O_DIRECT read into two huge pages runs at 4.1 GB/s there, and
+//! with the copy into a buffer of 4 KiB pages at 2.1–2.7, where fio reads
+//! straight into its own buffer at 3.0–3.3 when the kernel happened to
+//! give that buffer physically contiguous pages (and at 0.6–0.8 when not).
 
 #[cfg(feature = "testing")]
 use crate::ring::FaultPlan;
