@@ -512,6 +512,88 @@ fn hot_device_reads_up_to_256k_run_inline_and_cold_ones_on_the_workers() {
     std::fs::remove_file(&path).unwrap();
 }
 
+#[test]
+fn hot_device_reads_of_a_few_mib_run_on_their_callers_threads_when_many_read_at_once() {
+    // Twelve threads reading at once: each read of up to 4 MiB, hot, runs on
+    // its caller's thread in 1 MiB steps through two pinned halves, the copy
+    // of one step overlapping the read of the next. The GPU double runs its
+    // copies late (on its stream thread, after a delay), so a half written
+    // again before its copy ended shows as wrong bytes.
+    let len = 16 << 20;
+    // `pattern` repeats every 64 KiB, and so would every 1 MiB step: these
+    // bytes differ wherever the offset does (the top byte of a 64-bit
+    // multiplicative hash of it).
+    let data: Vec<u8> = (0..len as u64)
+        .map(|i| (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8)
+        .collect();
+    let (path, f) = temp_file("dev-shared-inline", &data);
+    let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
+    let gpu = Arc::new(TestGpu::new(1));
+    gpu.set_copy_delay(Duration::from_millis(3));
+    let e = engine(gpu.clone(), ReadMode::Auto);
+    let mut sink = vec![0u8; len];
+    f.read_exact_at(&mut sink, 0).unwrap();
+    if hipfile_engine::file::fully_cached(f.as_raw_fd(), 0, len as u64) != Some(true) {
+        eprintln!("SKIPPED: this kernel has no cachestat, or the file is not cached");
+        std::fs::remove_file(&path).unwrap();
+        return;
+    }
+    let threads = 12;
+    let barrier = std::sync::Barrier::new(threads);
+    // (size, offset): whole steps, a ragged last step, an offset off a
+    // page, and a read that end of file cuts short.
+    let shapes: [(usize, usize); 5] = [
+        (4 << 20, 0),
+        ((3 << 20) + 4097, 5 << 20),
+        ((1 << 20) + 1, 8 << 20),
+        (2 << 20, (9 << 20) + 777),
+        (3 << 20, len - (1 << 20) - 12345),
+    ];
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let (e, gpu, file, data, barrier) = (&e, &gpu, &file, &data, &barrier);
+            s.spawn(move || {
+                let dev = gpu.device_alloc(0, 4 << 20).unwrap();
+                barrier.wait();
+                for round in 0..4 {
+                    for (i, &(size, off)) in shapes.iter().enumerate() {
+                        let (size, off) = if (t + round + i) % 2 == 0 {
+                            (size, off)
+                        } else {
+                            (size, (off + 4096 * (t + 1)).min(len - 1))
+                        };
+                        let want = size.min(len - off);
+                        // SAFETY: the memory named is owned by this test and outlives the call.
+                        let n = unsafe {
+                            e.read(
+                                file,
+                                Memory::Device {
+                                    ptr: dev,
+                                    device: 0,
+                                },
+                                size,
+                                off as u64,
+                            )
+                        };
+                        assert_eq!(n, Ok(want), "{size} at {off}");
+                        assert!(
+                            gpu.read_device(dev, want) == data[off..off + want],
+                            "thread {t}: {size} at {off}: wrong bytes"
+                        );
+                    }
+                }
+                // SAFETY: no longer used.
+                unsafe { gpu.device_free(dev).unwrap() };
+            });
+        }
+    });
+    // Every read was larger than the small inline limit, so inline bytes
+    // are the stepped reads'.
+    let st = e.stats();
+    assert!(st.inline_bytes >= 16 << 20, "{st:?}");
+    std::fs::remove_file(&path).unwrap();
+}
+
 /// Holds back completions until `open` is set: with `first_only`, the
 /// first one any of the engine's rings produces (the worker that got it is
 /// stuck with its only slot; `taken` tells that it came), else every one.
