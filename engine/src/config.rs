@@ -167,24 +167,6 @@ pub const INLINE_OTHER_MAX_BYTES: usize = 64 << 10;
 /// `cachestat` check read cold files at 0.78–1.06 × the workers' rate).
 pub const HOT_DEVICE_INLINE_MAX_BYTES: usize = 256 << 10;
 
-/// Largest page-cache-hot device read served on the caller's thread when at
-/// least [`SHARED_DEVICE_INLINE_READERS`] synchronous device reads are in
-/// progress, this one included. There each call would go to the workers as
-/// one piece ([`crate::request::share_of_workers`]): the callers already
-/// keep as many page-cache copies going as the memory rewards, and the
-/// hand-off adds a queue, a wake-up and a whole piece read before its copy
-/// starts. On the caller's thread the read goes in 1 MiB steps through two
-/// pinned halves, each step's copy overlapping the next step's read
-/// (`crate::inline::device_read_in_steps`). A lone caller's read stays
-/// with the workers, whose pieces it spreads over eight of them.
-pub const SHARED_DEVICE_INLINE_MAX_BYTES: usize = 4 << 20;
-
-/// Synchronous device reads in progress, this one included, from which a
-/// read up to [`SHARED_DEVICE_INLINE_MAX_BYTES`] runs on its caller's thread:
-/// as many as the page-cache readers a lone request is spread over
-/// ([`SPREAD_MAX_WORKERS`]).
-pub const SHARED_DEVICE_INLINE_READERS: usize = SPREAD_MAX_WORKERS;
-
 /// The inline limit for host reads with `io_threads` workers. With two
 /// workers or fewer a 1 MiB read runs faster on the caller's thread: on a
 /// 2-core VM 7.5–7.9 GB/s inline against 6.6 through two workers (two

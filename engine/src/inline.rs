@@ -19,72 +19,12 @@ use crate::MAX_RW_COUNT;
 use crate::{log::Level, log_once};
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 struct Ctx {
     gpu: Arc<dyn Gpu>,
     slab: Slab,
     streams: HashMap<i32, Stream>,
-    /// Two pinned steps for reads larger than the bounce ([`device_read_in_steps`]),
-    /// made with the first such read.
-    steps: Option<Steps>,
-}
-
-/// Two pinned halves and the events of the copies out of them: while one
-/// half's copy runs, the page cache fills the other.
-struct Steps {
-    slab: Slab,
-    events: [crate::gpu::Event; 2],
-    gpu: Arc<dyn Gpu>,
-}
-
-/// Bytes of one step of [`device_read_in_steps`].
-pub(crate) const STEP_BYTES: usize = 1 << 20;
-
-/// Threads of a process that may hold [`Steps`] at once (2 MiB of pinned
-/// memory each): a program with more reading threads sends their reads to
-/// the workers.
-const MAX_STEPS: usize = 32;
-static STEPS_HELD: AtomicUsize = AtomicUsize::new(0);
-
-impl Steps {
-    fn make(gpu: &Arc<dyn Gpu>) -> Option<Steps> {
-        STEPS_HELD
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < MAX_STEPS).then_some(n + 1)
-            })
-            .ok()?;
-        let made = (|| {
-            let slab = Slab::new(&[(2, BOUNCE_BYTES)], gpu, true).ok()?;
-            let a = gpu.event_create().ok()?;
-            match gpu.event_create() {
-                Ok(b) => Some(Steps {
-                    slab,
-                    events: [a, b],
-                    gpu: gpu.clone(),
-                }),
-                Err(_) => {
-                    gpu.event_destroy(a);
-                    None
-                }
-            }
-        })();
-        if made.is_none() {
-            STEPS_HELD.fetch_sub(1, Ordering::AcqRel);
-        }
-        made
-    }
-}
-
-impl Drop for Steps {
-    fn drop(&mut self) {
-        for e in self.events {
-            self.gpu.event_destroy(e);
-        }
-        STEPS_HELD.fetch_sub(1, Ordering::AcqRel);
-    }
 }
 
 impl Drop for Ctx {
@@ -132,7 +72,25 @@ pub(crate) fn device_io(
     }
     CTX.with(|cell| {
         let mut cell = cell.borrow_mut();
-        let (ctx, stream) = context(&mut cell, gpu, device)?;
+        let stale = cell.as_ref().is_some_and(|c| !Arc::ptr_eq(&c.gpu, gpu));
+        if stale || cell.is_none() {
+            let slab = Slab::new(&[(1, BOUNCE_BYTES)], gpu, true)
+                .map_err(|e| Error::Os(e.raw_os_error().unwrap_or(libc::ENOMEM)))?;
+            *cell = Some(Ctx {
+                gpu: gpu.clone(),
+                slab,
+                streams: HashMap::new(),
+            });
+        }
+        let ctx = cell.as_mut().expect("context just made");
+        let stream = match ctx.streams.get(&device) {
+            Some(s) => *s,
+            None => {
+                let s = gpu.stream_create(device)?;
+                ctx.streams.insert(device, s);
+                s
+            }
+        };
         // Keep the bounce start congruent with the file offset modulo 4 KiB so an
         // aligned request can still go O_DIRECT.
         let skew = (req.file_offset % 4096) as usize;
@@ -162,156 +120,6 @@ pub(crate) fn device_io(
             }
         }
     })
-}
-
-/// This thread's context for `gpu` (made, or made anew for another GPU
-/// runtime) and its stream on `device`.
-fn context<'a>(
-    cell: &'a mut Option<Ctx>,
-    gpu: &Arc<dyn Gpu>,
-    device: i32,
-) -> Result<(&'a mut Ctx, Stream)> {
-    let stale = cell.as_ref().is_some_and(|c| !Arc::ptr_eq(&c.gpu, gpu));
-    if stale || cell.is_none() {
-        let slab = Slab::new(&[(1, BOUNCE_BYTES)], gpu, true)
-            .map_err(|e| Error::Os(e.raw_os_error().unwrap_or(libc::ENOMEM)))?;
-        *cell = Some(Ctx {
-            gpu: gpu.clone(),
-            slab,
-            streams: HashMap::new(),
-            steps: None,
-        });
-    }
-    let ctx = cell.as_mut().expect("context just made");
-    let stream = match ctx.streams.get(&device) {
-        Some(s) => *s,
-        None => {
-            let s = gpu.stream_create(device)?;
-            ctx.streams.insert(device, s);
-            s
-        }
-    };
-    Ok((ctx, stream))
-}
-
-/// Whether this thread has its context, its stream on the device of `mem`
-/// and its [`Steps`], making what it lacks: false where it cannot have them
-/// (the process holds [`MAX_STEPS`], or pinning or the runtime failed), and
-/// then the read goes to the workers.
-pub(crate) fn ready_for_steps(gpu: &Arc<dyn Gpu>, mem: &Memory) -> bool {
-    let Memory::Device { device, .. } = *mem else {
-        return false;
-    };
-    CTX.with(|cell| {
-        let mut cell = cell.borrow_mut();
-        let Ok((ctx, _)) = context(&mut cell, gpu, device) else {
-            return false;
-        };
-        if ctx.steps.is_none() {
-            ctx.steps = Steps::make(gpu);
-        }
-        ctx.steps.is_some()
-    })
-}
-
-/// A page-cache-hot device read larger than the bounce, on the caller's
-/// thread, in [`STEP_BYTES`] steps through two pinned halves: each step is
-/// read from the page cache into one half while the copy of the step
-/// before moves out of the other, so the link overlaps all but the last
-/// step's copy. `spin`: how long to ask a half's copy whether it ended
-/// before sleeping on it ([`crate::config::Config::copy_spin`]). The
-/// thread must be [`ready_for_steps`]. The result is the worker path's for
-/// the same read: the bytes up to end of file, or the first error.
-pub(crate) fn device_read_in_steps(
-    gpu: &Arc<dyn Gpu>,
-    req: &IoRequest,
-    stats: &Stats,
-    spin: Duration,
-) -> Result<usize> {
-    let Memory::Device { ptr, device } = req.mem else {
-        return Err(OpError::InternalError.into());
-    };
-    CTX.with(|cell| {
-        let mut cell = cell.borrow_mut();
-        let (ctx, stream) = context(&mut cell, gpu, device)?;
-        let Some(steps) = ctx.steps.as_ref() else {
-            return Err(OpError::InternalError.into());
-        };
-        let size = req.size.min(MAX_RW_COUNT);
-        // As in device_io: the half's start congruent with the file offset
-        // modulo 4 KiB (every step starts at a multiple of STEP_BYTES on).
-        let skew = (req.file_offset % 4096) as usize;
-        let mut queued = [false; 2];
-        let mut done = 0usize;
-        let mut k = 0usize;
-        let r: Result<usize> = loop {
-            if done >= size {
-                break Ok(done);
-            }
-            if queued[k] {
-                // The copy out of this half, two steps back, must have ended.
-                if let Err(e) = wait_event(gpu, steps.events[k], spin) {
-                    break Err(e.into());
-                }
-            }
-            let len = (size - done).min(STEP_BYTES);
-            // SAFETY: skew + len <= 4096 + STEP_BYTES < BOUNCE_BYTES, the slot's size.
-            let half = unsafe { steps.slab.slot(k).add(skew) };
-            let host = IoRequest {
-                mem: Memory::Host(half as usize),
-                size: len,
-                file_offset: req.file_offset + done as u64,
-                ..req.clone()
-            };
-            let n = match host_io(&host, stats, false, true) {
-                Ok(n) => n,
-                Err(e) => break Err(e),
-            };
-            if n > 0 {
-                // SAFETY: the half holds n valid bytes and is not written again
-                // before its event (recorded next) has fired; the destination
-                // is the caller's device memory of `size` bytes.
-                let queued_copy =
-                    unsafe { gpu.copy_htod_async(ptr + done as u64, half, n, stream) }
-                        .and_then(|()| gpu.event_record(steps.events[k], stream));
-                if let Err(e) = queued_copy {
-                    break Err(e.into());
-                }
-                queued[k] = true;
-                done += n;
-            }
-            if n < len {
-                break Ok(done);
-            }
-            k ^= 1;
-        };
-        // No copy may still read a half when the call returns.
-        let synced = gpu.stream_synchronize(stream);
-        match (r, synced) {
-            (Err(e), _) => Err(e),
-            (Ok(_), Err(e)) => Err(e.into()),
-            (Ok(n), Ok(())) => Ok(n),
-        }
-    })
-}
-
-/// Wait for `event`: ask it for up to `spin` (yielding the core between
-/// questions), then sleep on it. A copy of one step ends long before the
-/// next-but-one step is read, so the first question mostly finds it done.
-fn wait_event(
-    gpu: &Arc<dyn Gpu>,
-    event: crate::gpu::Event,
-    spin: Duration,
-) -> crate::gpu::GpuResult<()> {
-    let until = Instant::now() + spin;
-    loop {
-        match gpu.event_query(event) {
-            Ok(true) => return Ok(()),
-            Ok(false) if Instant::now() < until => std::thread::yield_now(),
-            Ok(false) => return gpu.event_synchronize(event),
-            Err(e) => return Err(e),
-        }
-    }
 }
 
 /// A small host-memory transfer on the caller's thread: what pread/pwrite

@@ -44,9 +44,6 @@ struct Inner {
     /// Synchronous calls now waiting on the workers (see
     /// [`Engine::submit_split`]).
     sync_callers: AtomicUsize,
-    /// Synchronous device reads in progress, wherever they are served (see
-    /// [`crate::config::SHARED_DEVICE_INLINE_MAX_BYTES`]).
-    device_readers: AtomicUsize,
     /// The fork generation the workers were started in ([`crate::fork`]).
     generation: u64,
     /// Fault plans for tests, also for the stream I/O threads.
@@ -55,8 +52,7 @@ struct Inner {
     streams: OnceLock<crate::streamops::StreamOps>,
 }
 
-/// One synchronous call, counted while it lasts: one waiting on the
-/// workers, or a device read wherever it is served.
+/// One synchronous call waiting on the workers, counted while it waits.
 struct SyncCaller<'a> {
     counter: &'a AtomicUsize,
     /// The calls waiting when this one came, itself included.
@@ -212,7 +208,6 @@ impl Engine {
                 pool,
                 stream_ops: AtomicUsize::new(0),
                 sync_callers: AtomicUsize::new(0),
-                device_readers: AtomicUsize::new(0),
                 generation: crate::fork::generation(),
                 streams: OnceLock::new(),
             }),
@@ -532,33 +527,7 @@ impl Engine {
             && device_inline_ok()
             && crate::file::fully_cached(req.file.buffered_fd, req.file_offset, req.size as u64)
                 == Some(true);
-        // A page-cache-hot device read of a few MiB while many other threads
-        // read too: on this thread, in steps (see
-        // SHARED_DEVICE_INLINE_MAX_BYTES). The count includes this read.
-        let reading = (!host && req.dir == Direction::Read)
-            .then(|| SyncCaller::enter(&self.inner.device_readers));
-        let shared_hot_device_read = !small
-            && auto
-            && req.size > crate::config::HOT_DEVICE_INLINE_MAX_BYTES
-            && max > 0
-            && reading
-                .as_ref()
-                .is_some_and(|r| r.count >= crate::config::SHARED_DEVICE_INLINE_READERS)
-            && req.size <= crate::config::SHARED_DEVICE_INLINE_MAX_BYTES
-            && !req.file.client_direct
-            && device_inline_ok()
-            && crate::file::fully_cached(req.file.buffered_fd, req.file_offset, req.size as u64)
-                == Some(true)
-            && crate::inline::ready_for_steps(&self.inner.gpu, &req.mem);
-        let stepped = shared_hot_device_read.then(|| {
-            let spin = self.inner.cfg.copy_spin;
-            self.serve_inline(&req, call, || {
-                crate::inline::device_read_in_steps(&self.inner.gpu, &req, &self.inner.stats, spin)
-            })
-        });
-        let n = if let Some(r) = stepped {
-            r?
-        } else if host_read || (small && host) {
+        let n = if host_read || (small && host) {
             let huge = self.inner.cfg.huge_pages;
             self.serve_inline(&req, call, || {
                 crate::inline::host_io(&req, &self.inner.stats, huge, false)
