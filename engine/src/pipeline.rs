@@ -424,7 +424,9 @@ impl Engine {
     /// the lock. On an H100 machine (16 workers, 256 MiB durable writes on a
     /// buffered handle, three rounds) the four storage workers wrote 1.28,
     /// 1.29 and 1.01 × as fast as all sixteen, with 1.7–2.7 cores of system
-    /// time against 2.7–6.6. A write that need not be durable is a memory
+    /// time against 2.7–6.6; on another, twenty rounds had found the two
+    /// placements level (all sixteen 1.02 ×), so the lower system time is
+    /// what decides. A write that need not be durable is a memory
     /// copy whose writeback is the kernel's, so its pieces go to any worker
     /// (a program writing many files at once copies into each in
     /// parallel). For a read, a descriptor
