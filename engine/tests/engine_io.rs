@@ -950,36 +950,32 @@ fn durable_writes_per_worker(cold_io_threads: usize, direct: bool) -> (Vec<usize
     (per_worker, longest.load(Ordering::SeqCst))
 }
 
-#[test]
-fn o_direct_writes_go_to_the_cold_workers_in_storage_pieces() {
+/// A durable 8 MiB write through an O_DIRECT (`direct`) or a buffered
+/// descriptor goes, in storage pieces, to the one cold worker the engine
+/// allows; with no limit (the control) its pieces spread over the workers.
+fn durable_writes_go_to_the_cold_workers(direct: bool) {
     let piece = hipfile_engine::config::STORAGE_WRITE_PIECE_BYTES;
-    let (limited, longest) = durable_writes_per_worker(1, true);
+    let (limited, longest) = durable_writes_per_worker(1, direct);
     assert!(
         limited[0] >= 8 && limited[1] == 0 && limited[2] == 0,
         "{limited:?}"
     );
     assert!(longest <= piece, "a write of {longest} bytes");
-    // The control: without the limit the pieces spread over the workers.
-    let (spread, longest) = durable_writes_per_worker(0, true);
+    let (spread, longest) = durable_writes_per_worker(0, direct);
     assert!(spread.iter().filter(|&&w| w > 0).count() > 1, "{spread:?}");
     assert!(longest <= piece, "a write of {longest} bytes");
+}
+
+#[test]
+fn o_direct_writes_go_to_the_cold_workers_in_storage_pieces() {
+    durable_writes_go_to_the_cold_workers(true);
 }
 
 #[test]
 fn durable_page_cache_writes_go_to_the_cold_workers_in_storage_pieces() {
     // A durable write through the page cache is bound by the disk and by the
     // inode's lock: more workers than the storage ones would only contend.
-    let piece = hipfile_engine::config::STORAGE_WRITE_PIECE_BYTES;
-    let (limited, longest) = durable_writes_per_worker(1, false);
-    assert!(
-        limited[0] >= 8 && limited[1] == 0 && limited[2] == 0,
-        "{limited:?}"
-    );
-    assert!(longest <= piece, "a write of {longest} bytes");
-    // The control: without the limit the pieces spread over the workers.
-    let (spread, longest) = durable_writes_per_worker(0, false);
-    assert!(spread.iter().filter(|&&w| w > 0).count() > 1, "{spread:?}");
-    assert!(longest <= piece, "a write of {longest} bytes");
+    durable_writes_go_to_the_cold_workers(false);
 }
 
 /// Pages of `f`'s `[off, off + len)` in the page cache (mincore on a mapping).
