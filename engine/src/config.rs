@@ -33,9 +33,10 @@ pub enum ReadMode {
 pub struct Config {
     /// Worker (submission) threads, one io_uring each. `HIPFILE_IO_THREADS`.
     pub io_threads: usize,
-    /// Workers that may take read chunks bound for storage (O_DIRECT: an
+    /// Workers that may take chunks bound for storage (reads by O_DIRECT: an
     /// O_DIRECT descriptor, `HIPFILE_READ_MODE=direct`, or a range the page
-    /// cache does not hold); page-cache chunks still go to every worker,
+    /// cache does not hold; durable writes and writes on an O_DIRECT
+    /// descriptor, `Engine::storage_bound`); page-cache chunks still go to every worker,
     /// whose threads the kernel's page-cache copy needs. 0 lets every worker
     /// take them. Fixed at [`DEFAULT_COLD_IO_THREADS`] (no limit with that
     /// many workers or fewer); not read from the environment (tests set it).

@@ -17,9 +17,9 @@
 //!   (`storage`).
 //! - A request is split into chunks aligned to the file's DIO alignment
 //!   (`request.rs`), which go in order into one queue (`queue.rs`); a worker takes the front chunk
-//!   when it can start it and holds no more than its fair share. Read chunks
-//!   bound for storage (O_DIRECT) go only to the first `cold_io_threads`
-//!   workers; page-cache chunks to all. Every worker pipelines its chunks, so
+//!   when it can start it and holds no more than its fair share. Chunks
+//!   bound for storage (O_DIRECT reads, durable or O_DIRECT writes) go only
+//!   to the first `cold_io_threads` workers; page-cache reads to all. Every worker pipelines its chunks, so
 //!   the storage read of one chunk overlaps the GPU copy of the one before.
 //! - A bounce slot belongs to the kernel from the SQE push to its CQE, then to
 //!   the GPU until an event recorded after its copy has completed; only then

@@ -36,7 +36,7 @@ impl Worker {
         }
     }
 
-    /// Storage-bound reads go only to the first `cold_io_threads` workers
+    /// Storage-bound chunks go only to the first `cold_io_threads` workers
     /// (when that is fewer than all of them).
     pub(super) fn may_take(&self, c: &Chunk) -> bool {
         !c.cold || self.takes_cold()
