@@ -72,6 +72,13 @@ impl Drop for SyncCaller<'_> {
     }
 }
 
+/// A write that must reach the disk before the call returns (durable, or on
+/// an O_DIRECT descriptor): cut in storage pieces, and storage-bound
+/// ([`Engine::storage_bound`]).
+fn storage_write(req: &IoRequest) -> bool {
+    req.dir == Direction::Write && (req.durable || req.file.client_direct)
+}
+
 /// The pass a write request holds while it runs ([`File::write_pass`]);
 /// none for a read.
 fn write_pass(req: &IoRequest) -> crate::file::WritePass {
@@ -367,8 +374,7 @@ impl Engine {
             done.fire(Err(e));
             return;
         }
-        let storage_write = req.dir == Direction::Write && (req.durable || req.file.client_direct);
-        let chunk = if storage_write {
+        let chunk = if storage_write(&req) {
             // Writes that must reach the disk before the call returns go in
             // pieces the disk takes best (see STORAGE_WRITE_PIECE_BYTES).
             crate::config::STORAGE_WRITE_PIECE_BYTES.min(self.inner.cfg.chunk_bytes)
@@ -444,7 +450,7 @@ impl Engine {
         let cfg = &self.inner.cfg;
         let fd = req.file.buffered_fd;
         let all = match req.dir {
-            Direction::Write if req.file.client_direct || req.durable => true,
+            Direction::Write if storage_write(req) => true,
             Direction::Write => return None,
             Direction::Read => {
                 if req.file.direct().is_none() || cfg.read_mode == ReadMode::Buffered {
