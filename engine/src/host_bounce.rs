@@ -16,7 +16,8 @@
 //! thread into a per-thread page ([`pread`]), on a worker into a slot of its
 //! huge-page slab (`worker::chunk`). Reads served from the page cache never
 //! come here: the kernel copies those already, and a second copy would be
-//! pure cost.
+//! pure cost. Nor do reads into memory that is physically contiguous already
+//! (huge-page mappings, small pages that lie in order: `crate::pagemap`).
 
 use crate::errno::{libc_result, take_retry, verdict, Verdict, Way};
 use crate::error::{Error, OpError, Result};
@@ -41,6 +42,15 @@ const MAX_PAGES: usize = 32;
 /// small pages should go through a huge page.
 pub fn worth_it(len: usize) -> bool {
     len > MIN_BYTES
+}
+
+/// Whether an O_DIRECT read of `len` bytes into the caller's host memory at
+/// `dst` should go through a huge page: it spans more than [`MIN_BYTES`], and
+/// the memory is not known to be physically contiguous (a huge-page mapping,
+/// or pages that happen to lie in order: `crate::pagemap`), in which case
+/// the read goes straight and skips the copy.
+pub fn scattered(dst: usize, len: usize) -> bool {
+    worth_it(len) && !crate::pagemap::few_segments(dst, len)
 }
 
 /// Read up to [`PAGE_BYTES`] of `len` bytes at `off` from `fd` (an O_DIRECT

@@ -203,7 +203,7 @@ pub(crate) fn host_io(
                     Verdict::Miss | Verdict::FallBack => match direct_fd {
                         // Storage into the caller's small pages: through a
                         // huge page, where this thread has one.
-                        Some(dfd) if via_huge_page && crate::host_bounce::worth_it(len) => {
+                        Some(dfd) if via_huge_page && crate::host_bounce::scattered(ptr, len) => {
                             let asked = len.min(crate::host_bounce::PAGE_BYTES);
                             match crate::host_bounce::pread(dfd, ptr, asked, off) {
                                 Some(r) => {

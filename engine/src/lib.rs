@@ -49,6 +49,7 @@ pub mod gpu;
 pub mod host_bounce;
 mod inline;
 pub mod log;
+mod pagemap;
 pub mod pipeline;
 mod queue;
 pub mod registry;

@@ -926,7 +926,7 @@ fn durable_writes_per_worker(cold_io_threads: usize, direct: bool) -> (Vec<usize
     let (mut src, at) = small_page_buffer(size, 0);
     let o = at - src.as_ptr() as usize;
     src[o..o + size].copy_from_slice(&data);
-    let (mut buf, dst) = small_page_buffer(size, 0);
+    let (_buf, dst) = small_page_buffer(size, 0);
     // Start all three workers with a read of the (page-cache hot) file
     // through a buffered descriptor (an O_DIRECT read would be storage-bound).
     let warm_fd = open_rw(&path, false);
@@ -934,7 +934,6 @@ fn durable_writes_per_worker(cold_io_threads: usize, direct: bool) -> (Vec<usize
     // SAFETY: the memory named is owned by this test and outlives the call.
     let got = unsafe { e.read(&warm, Memory::Host(dst), size, 0) };
     assert_eq!(got, Ok(size));
-    buf.clear();
     let t0 = std::time::Instant::now();
     while e.workers() < 3 && t0.elapsed() < Duration::from_secs(30) {
         std::thread::yield_now();
@@ -1055,11 +1054,69 @@ fn make_cold(f: &std::fs::File) {
     unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
 }
 
+/// A fresh anonymous mapping for a test buffer, with `madvise` advice on
+/// transparent huge pages.
+struct Mapping {
+    base: *mut u8,
+    len: usize,
+}
+
+impl Mapping {
+    fn new(len: usize, thp_advice: libc::c_int) -> Mapping {
+        // SAFETY: a fresh anonymous mapping, checked.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED, "mmap of {len} bytes");
+        // SAFETY: the mapping just made.
+        unsafe { libc::madvise(base, len, thp_advice) };
+        Mapping {
+            base: base.cast(),
+            len,
+        }
+    }
+}
+
+impl std::ops::Deref for Mapping {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: the mapping lives as long as `self` (zero-filled on first touch).
+        unsafe { std::slice::from_raw_parts(self.base, self.len) }
+    }
+}
+
+impl std::ops::DerefMut for Mapping {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and `&mut self` is the only way in.
+        unsafe { std::slice::from_raw_parts_mut(self.base, self.len) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the mapping made in `new`, once.
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
+}
+
+// SAFETY: plain memory, owned by the value; tests hand its address to
+// other threads only while it is alive.
+unsafe impl Send for Mapping {}
+
 /// A buffer of `len` bytes at a 4 KiB-aligned address plus `skew`, in
-/// memory of small pages as malloc gives it (the Vec keeps it alive).
-fn small_page_buffer(len: usize, skew: usize) -> (Vec<u8>, usize) {
-    let mut buf = vec![0u8; len + 8192];
-    let at = (buf.as_mut_ptr() as usize).next_multiple_of(4096) + skew;
+/// small pages not yet touched: absent from the page tables, so scattered to
+/// the library whatever the kernel's THP setting and whether frame numbers
+/// are visible (the value keeps the memory alive).
+fn small_page_buffer(len: usize, skew: usize) -> (Mapping, usize) {
+    let buf = Mapping::new(len + 8192, libc::MADV_NOHUGEPAGE);
+    let at = buf.base as usize + skew;
     (buf, at)
 }
 
@@ -1210,6 +1267,95 @@ fn cold_worker_reads_of_small_pages_go_through_huge_slots() {
             );
         }
     }
+    std::fs::remove_file(&path).unwrap();
+}
+
+/// The bytes of transparent huge pages backing the mapping that holds
+/// `addr`, from `/proc/self/smaps` (the kernel's account, independent of the
+/// library's own probe).
+fn anon_huge_bytes(addr: usize) -> usize {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
+    let mut inside = false;
+    for line in smaps.lines() {
+        let range = line
+            .split_whitespace()
+            .next()
+            .and_then(|r| r.split_once('-'));
+        let bounds = range.and_then(|(a, b)| {
+            Some((
+                usize::from_str_radix(a, 16).ok()?,
+                usize::from_str_radix(b, 16).ok()?,
+            ))
+        });
+        if let Some((start, end)) = bounds {
+            inside = (start..end).contains(&addr);
+        } else if let Some(kb) = line.strip_prefix("AnonHugePages:").filter(|_| inside) {
+            let kb = kb.trim().trim_end_matches("kB").trim();
+            return kb.parse::<usize>().unwrap_or(0) << 10;
+        }
+    }
+    0
+}
+
+#[test]
+fn cold_reads_into_huge_pages_go_straight() {
+    // Memory the kernel maps with huge pages reaches the disk in few
+    // segments already: neither the caller's inline read nor the workers'
+    // pieces copy it through a huge page of their own. The same reads into
+    // small pages do.
+    let len = 4 << 20;
+    let data = pattern(len, 79);
+    let (path, f) = temp_file("huge-straight", &data);
+    let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
+    if file.direct().is_none() {
+        eprintln!("SKIPPED: {} has no O_DIRECT", path.display());
+        return;
+    }
+    let huge = 2 << 20;
+    let region = Mapping::new(len + huge, libc::MADV_HUGEPAGE);
+    let base = (region.base as usize).next_multiple_of(huge);
+    // SAFETY: `[base, base + len)` lies inside `region`.
+    unsafe { std::ptr::write_bytes(base as *mut u8, 0, len) };
+    let given = anon_huge_bytes(base);
+    if given < len {
+        let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
+        eprintln!("SKIPPED: the kernel gave {given} bytes of huge pages here (THP: {thp:?})");
+        return;
+    }
+    let cfg = Config {
+        inline_max_bytes: 1 << 20,
+        chunk_bytes: 512 << 10,
+        ..small_config()
+    };
+    let e = Engine::with_gpu(cfg, no_gpu()).unwrap();
+    let (small, small_at) = small_page_buffer(len, 0);
+    for (dst, into_huge) in [(base, true), (small_at, false)] {
+        // (file offset, size): one inline read, one cut into worker pieces.
+        for (off, size) in [(0, 1 << 20), (1 << 20, 3 << 20)] {
+            make_cold(&f);
+            let before = e.stats();
+            // SAFETY: both buffers are owned by this test and outlive the call.
+            let n = unsafe { e.read(&file, Memory::Host(dst + off), size, off as u64) }.unwrap();
+            assert_eq!(n, size);
+            // SAFETY: the range just read, inside its buffer.
+            let got = unsafe { std::slice::from_raw_parts((dst + off) as *const u8, n) };
+            assert!(
+                got == &data[off..off + n],
+                "at {off}, huge pages {into_huge}"
+            );
+            let s = e.stats();
+            let bounced = s.host_bounce_bytes - before.host_bounce_bytes;
+            if into_huge {
+                assert_eq!(bounced, 0, "huge pages bounced at {off}: {s:?}");
+            } else if hipfile_engine::bounce::thp_allowed() {
+                assert_eq!(
+                    bounced, size as u64,
+                    "small pages read straight at {off}: {s:?}"
+                );
+            }
+        }
+    }
+    drop(small);
     std::fs::remove_file(&path).unwrap();
 }
 

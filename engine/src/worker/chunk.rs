@@ -358,7 +358,12 @@ impl ChunkIo {
                 // segments than the copy out costs (crate::host_bounce).
                 let scattered = host_aligned
                     && ctx.slab.huge()
-                    && crate::host_bounce::worth_it((stop - start) as usize);
+                    && match self.chunk.mem {
+                        Memory::Host(p) => {
+                            crate::host_bounce::scattered(p + self.done, (stop - start) as usize)
+                        }
+                        Memory::Device { .. } => false,
+                    };
                 if matches!(buf, Buf::Caller) && (!host_aligned || scattered) {
                     // Unaligned (or scattered) host range: read through a bounce slot.
                     self.enter(Stage::Slot, ctx);
