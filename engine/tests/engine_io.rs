@@ -1359,6 +1359,101 @@ fn cold_reads_into_huge_pages_go_straight() {
     std::fs::remove_file(&path).unwrap();
 }
 
+/// Whether this process sees page frame numbers in `/proc/self/pagemap`
+/// (CAP_SYS_ADMIN): the frame of the touched page at `addr`, or None.
+fn own_frame(addr: usize) -> Option<u64> {
+    use std::os::unix::fs::FileExt;
+    let map = std::fs::File::open("/proc/self/pagemap").ok()?;
+    let mut e = [0u8; 8];
+    map.read_exact_at(&mut e, (addr / 4096 * 8) as u64).ok()?;
+    let e = u64::from_le_bytes(e);
+    let pfn = e & ((1 << 55) - 1);
+    (e >> 63 == 1 && pfn != 0).then_some(pfn)
+}
+
+#[test]
+fn cold_reads_into_small_pages_in_physical_order_go_straight_where_frames_show() {
+    // Small pages that lie in physical order reach the disk in few segments
+    // too. A huge page split into 4 KiB mappings (mprotect of one page splits
+    // the PMD and leaves the frames where they were) is such a buffer: no
+    // longer huge to PAGEMAP_SCAN, one physical run to the page frame numbers.
+    // Where the process may see frames it is read straight; elsewhere the
+    // library cannot tell it from scattered pages and copies.
+    let len = 4 << 20;
+    let data = pattern(len, 83);
+    let (path, f) = temp_file("ordered-straight", &data);
+    let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
+    if file.direct().is_none() {
+        eprintln!("SKIPPED: {} has no O_DIRECT", path.display());
+        return;
+    }
+    if !hipfile_engine::bounce::thp_allowed() {
+        eprintln!("SKIPPED: transparent huge pages are off; every cold read goes straight");
+        return;
+    }
+    let huge = 2 << 20;
+    let region = Mapping::new(len + huge, libc::MADV_HUGEPAGE);
+    let base = (region.base as usize).next_multiple_of(huge);
+    // SAFETY: `[base, base + len)` lies inside `region`.
+    unsafe { std::ptr::write_bytes(base as *mut u8, 0, len) };
+    if anon_huge_bytes(base) < len {
+        eprintln!("SKIPPED: the kernel gave no huge pages here");
+        return;
+    }
+    for piece in [base, base + huge] {
+        let page = (piece + 4096) as *mut libc::c_void;
+        // SAFETY: one page inside the region; protection restored at once.
+        unsafe {
+            assert_eq!(libc::mprotect(page, 4096, libc::PROT_READ), 0);
+            assert_eq!(
+                libc::mprotect(page, 4096, libc::PROT_READ | libc::PROT_WRITE),
+                0
+            );
+        }
+    }
+    // Keep khugepaged from collapsing them again, and the mapping from
+    // merging with another test's huge-page mapping next to it (smaps would
+    // count that one's huge pages as ours).
+    // SAFETY: advice on the region just made.
+    unsafe { libc::madvise(region.base.cast(), region.len, libc::MADV_NOHUGEPAGE) };
+    assert_eq!(anon_huge_bytes(base), 0, "the huge pages were split");
+    let frames_show = own_frame(base).is_some();
+    // Each former huge page is one run of frames (the split moved nothing).
+    let in_order = [base, base + huge].iter().all(|&h| {
+        let first = own_frame(h);
+        (0..huge / 4096)
+            .all(|i| own_frame(h + i * 4096) == first.map(|f| f + i as u64) && first.is_some())
+    });
+    assert_eq!(in_order, frames_show, "split huge pages keep their frames");
+    let cfg = Config {
+        inline_max_bytes: 1 << 20,
+        chunk_bytes: 512 << 10,
+        ..small_config()
+    };
+    let e = Engine::with_gpu(cfg, no_gpu()).unwrap();
+    for (off, size) in [(0, 1 << 20), (1 << 20, 3 << 20)] {
+        make_cold(&f);
+        let before = e.stats();
+        // SAFETY: the region is owned by this test and outlives the call.
+        let n = unsafe { e.read(&file, Memory::Host(base + off), size, off as u64) }.unwrap();
+        assert_eq!(n, size);
+        // SAFETY: the range just read, inside the region.
+        let got = unsafe { std::slice::from_raw_parts((base + off) as *const u8, n) };
+        assert!(got == &data[off..off + n], "bytes at {off}");
+        let s = e.stats();
+        let bounced = s.host_bounce_bytes - before.host_bounce_bytes;
+        if frames_show {
+            assert_eq!(bounced, 0, "pages in order bounced at {off}: {s:?}");
+        } else {
+            assert_eq!(bounced, size as u64, "read straight unseen at {off}: {s:?}");
+        }
+    }
+    if !frames_show {
+        eprintln!("frame numbers hidden here (no CAP_SYS_ADMIN): checked the copy only");
+    }
+    std::fs::remove_file(&path).unwrap();
+}
+
 /// Passes completions through and notes, for each one, how many GPU copies
 /// the test device had been given by then.
 struct CopiesSeen {
