@@ -216,6 +216,11 @@ fn runs_fit(fd: i32, start: usize, end: usize) -> bool {
             }
             None => return false,
         }
+        // Runs only add up: a scattered buffer is known after its first
+        // 2 MiB, without walking the rest of its page tables.
+        if !runs_average_enough(runs, pages * PAGE) {
+            return false;
+        }
         at += n * PAGE;
     }
     runs_average_enough(runs, pages * PAGE)
