@@ -297,6 +297,13 @@ mod tests {
         assert!(runs_average_enough(1, 2 << 20));
     }
 
+    /// The process's pagemap, and its descriptor.
+    fn opened() -> (&'static Pagemap, i32) {
+        let map = PAGEMAP.get_or_init(Pagemap::open);
+        let fd = map.fd.as_ref().expect("/proc/self/pagemap opens");
+        (map, fd.as_raw_fd())
+    }
+
     /// A 4 MiB region made of 2 MiB-aligned pieces, touched.
     fn mapped(huge: bool) -> (*mut u8, usize) {
         let len = 4 << 20;
@@ -332,12 +339,7 @@ mod tests {
     #[test]
     fn small_pages_without_visible_frames_are_scattered_and_untouched_ones_always() {
         let (base, len) = mapped(false);
-        let map = PAGEMAP.get_or_init(Pagemap::open);
-        let fd = map
-            .fd
-            .as_ref()
-            .expect("/proc/self/pagemap opens")
-            .as_raw_fd();
+        let (map, fd) = opened();
         // Never huge: MADV_NOHUGEPAGE.
         assert_ne!(
             huge_mapped(fd, base as usize, base as usize + len),
@@ -368,12 +370,7 @@ mod tests {
     #[test]
     fn a_range_of_huge_pages_goes_straight_where_the_kernel_gave_them() {
         let (base, len) = mapped(true);
-        let map = PAGEMAP.get_or_init(Pagemap::open);
-        let fd = map
-            .fd
-            .as_ref()
-            .expect("/proc/self/pagemap opens")
-            .as_raw_fd();
+        let (map, fd) = opened();
         let Some(huge) = huge_mapped(fd, base as usize, base as usize + len) else {
             eprintln!("PAGEMAP_SCAN is not in this kernel (before 6.7): nothing to check here");
             return;
