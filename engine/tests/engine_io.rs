@@ -786,6 +786,43 @@ struct CountOps {
     count: Arc<AtomicUsize>,
     writes: bool,
     longest: Arc<AtomicUsize>,
+    /// For a control that expects the ops to spread over the workers.
+    hold: Option<Arc<HoldUntilSpread>>,
+}
+
+/// Keeps a worker that finished a counted op from taking the next chunk
+/// until a second worker has finished one too (or 10 s pass, once). A worker
+/// that wakes first can otherwise drain a whole request before the others
+/// are scheduled (a 2-core CI machine running other tests at once), and a
+/// control meant to show the ops spread would then see one worker only.
+struct HoldUntilSpread {
+    counts: Vec<Arc<AtomicUsize>>,
+    armed: std::sync::atomic::AtomicBool,
+}
+
+impl HoldUntilSpread {
+    fn wait(&self) {
+        if !self.armed.load(Ordering::SeqCst) {
+            return;
+        }
+        let t0 = std::time::Instant::now();
+        let spread = || {
+            self.counts
+                .iter()
+                .filter(|c| c.load(Ordering::SeqCst) > 0)
+                .count()
+                > 1
+        };
+        while !spread() {
+            if t0.elapsed() > Duration::from_secs(10) {
+                // No other worker took any: the control fails on its counts
+                // without waiting out every later op as well.
+                self.armed.store(false, Ordering::SeqCst);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
 }
 
 impl FaultPlan for CountOps {
@@ -793,6 +830,9 @@ impl FaultPlan for CountOps {
         if matches!(op, Op::Write { .. }) == self.writes && !matches!(op, Op::Fsync { .. }) {
             self.count.fetch_add(1, Ordering::SeqCst);
             self.longest.fetch_max(op.len() as usize, Ordering::SeqCst);
+            if let Some(h) = &self.hold {
+                h.wait();
+            }
         }
         out.push(cqe);
     }
@@ -812,12 +852,18 @@ fn reads_per_worker(cold_io_threads: usize) -> Vec<usize> {
     let data = pattern(n * piece, 33);
     let (path, _f) = temp_file(&format!("cold{cold_io_threads}"), &data);
     let counts: Vec<Arc<AtomicUsize>> = (0..3).map(|_| Arc::new(AtomicUsize::new(0))).collect();
-    let c = counts.clone();
+    // The control (no limit) holds a worker until a second one has read.
+    let hold = Arc::new(HoldUntilSpread {
+        counts: counts.clone(),
+        armed: false.into(),
+    });
+    let (c, h) = (counts.clone(), hold.clone());
     let factory: FaultFactory = Arc::new(move |id| {
         Some(Box::new(CountOps {
             count: c[id].clone(),
             writes: false,
             longest: Arc::new(AtomicUsize::new(0)),
+            hold: (cold_io_threads == 0).then(|| h.clone()),
         }) as Box<dyn FaultPlan>)
     });
     let cfg = Config {
@@ -845,6 +891,7 @@ fn reads_per_worker(cold_io_threads: usize) -> Vec<usize> {
     for c in &counts {
         c.store(0, Ordering::SeqCst);
     }
+    hold.armed.store(true, Ordering::SeqCst);
     let fd = open_rw(&path, true);
     let file = Arc::new(File::probe(fd.as_raw_fd()).unwrap());
     let (tx, rx) = std::sync::mpsc::channel();
@@ -904,12 +951,19 @@ fn durable_writes_per_worker(cold_io_threads: usize, direct: bool) -> (Vec<usize
     );
     let counts: Vec<Arc<AtomicUsize>> = (0..3).map(|_| Arc::new(AtomicUsize::new(0))).collect();
     let longest = Arc::new(AtomicUsize::new(0));
+    // The control (no limit) holds a worker until a second one has written;
+    // the warm-up read below counts nothing.
+    let hold = Arc::new(HoldUntilSpread {
+        counts: counts.clone(),
+        armed: true.into(),
+    });
     let (c, l) = (counts.clone(), longest.clone());
     let factory: FaultFactory = Arc::new(move |id| {
         Some(Box::new(CountOps {
             count: c[id].clone(),
             writes: true,
             longest: l.clone(),
+            hold: (cold_io_threads == 0).then(|| hold.clone()),
         }) as Box<dyn FaultPlan>)
     });
     let cfg = Config {
