@@ -9,7 +9,7 @@
 use crate::engines::{self, Dir, Done, Engine as Queue, Op};
 use crate::files::{self, FileSpec};
 use crate::logs::{Kind as LogKind, Log};
-use crate::mem::JobMem;
+use crate::mem::{HostPages, JobMem};
 use crate::options::{CpuPolicy, Engine, JobOptions, MemKind};
 use crate::pattern;
 use crate::stats::{count_bucket, depth_bucket, JobStats};
@@ -352,12 +352,9 @@ fn setup(plan: &JobPlan, first_offset: u64) -> Result<Setup, String> {
     let slot_bytes = plan.slot_bytes();
     let mut mem = match plan.mem {
         MemKind::Device => JobMem::device(plan.depth, slot_bytes, &plan.gpu, plan.device)?,
-        MemKind::Host | MemKind::HostHuge => JobMem::host(
-            plan.depth,
-            slot_bytes,
-            &plan.gpu,
-            plan.mem == MemKind::HostHuge,
-        )?,
+        MemKind::Host => JobMem::host(plan.depth, slot_bytes, &plan.gpu, HostPages::Populated)?,
+        MemKind::HostHuge => JobMem::host(plan.depth, slot_bytes, &plan.gpu, HostPages::Huge)?,
+        MemKind::HostMalloc => JobMem::host(plan.depth, slot_bytes, &plan.gpu, HostPages::Malloc)?,
     };
     if plan.writes() {
         // Writes without verify send what the buffer holds: the pattern of

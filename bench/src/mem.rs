@@ -6,38 +6,75 @@ use hipfile_engine::bounce::Slab;
 use hipfile_engine::gpu::{DevPtr, Gpu, NoGpu, Stream};
 use std::sync::Arc;
 
-/// Anonymous, page-aligned host memory (so O_DIRECT accepts it), faulted in at
-/// allocation so that page faults never land in a timed region: one slot of
-/// the engine's bounce slab (`hipfile_engine::bounce::Slab`), which also does
-/// the huge-page variant.
+/// How a host buffer gets its pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostPages {
+    /// An anonymous mapping faulted in at allocation (`MAP_POPULATE`), so
+    /// that page faults never land in a timed region.
+    Populated,
+    /// The same on transparent huge pages (`--iomem=mmaphuge`).
+    Huge,
+    /// glibc's allocator, aligned to a page inside the allocation and left
+    /// untouched, as fio's `iomem=malloc` (its default) does: the first I/O
+    /// faults the pages in, and their physical layout is the kernel's of
+    /// the moment. A 4 MiB O_DIRECT read carries one segment per physically
+    /// contiguous run of the buffer, so comparing a run against fio's needs
+    /// the same kind of buffer.
+    Malloc,
+}
+
+/// Page-aligned host memory (so O_DIRECT accepts it): one slot of the
+/// engine's bounce slab (`hipfile_engine::bounce::Slab`), which also does
+/// the huge-page variant, or a `malloc` allocation.
 pub struct HostBuf {
     /// Owns the mapping (unmapped when it drops, after `Drop::drop` below).
-    _slab: Slab,
+    _slab: Option<Slab>,
+    /// A `calloc` allocation that holds `ptr..ptr + len`, freed on drop.
+    malloced: *mut libc::c_void,
     ptr: *mut u8,
     len: usize,
     /// Set when the GPU runtime pinned it (host_register); undone on drop.
     pinned_by: Option<Arc<dyn Gpu>>,
 }
 
-// SAFETY: the mapping is owned by this value; sharing it across threads is as
+// SAFETY: the memory is owned by this value; sharing it across threads is as
 // safe as sharing a Vec<u8> (users take care not to race on the bytes).
 unsafe impl Send for HostBuf {}
 
 impl HostBuf {
     pub fn new(len: usize) -> Result<HostBuf, String> {
-        HostBuf::with_pages(len, false)
+        HostBuf::with_pages(len, HostPages::Populated)
     }
 
-    /// As [`HostBuf::new`]; `huge` (`--iomem=mmaphuge`): a 2 MiB-aligned
+    /// As [`HostBuf::new`] with the pages `pages` says. `Huge`: a 2 MiB-aligned
     /// region, rounded up to whole 2 MiB, advised MADV_HUGEPAGE before it is
     /// touched, so the kernel backs it with transparent huge pages where it
     /// can (fio's mmaphuge maps a hugetlbfs file instead; this needs no mount).
-    pub fn with_pages(len: usize, huge: bool) -> Result<HostBuf, String> {
+    pub fn with_pages(len: usize, pages: HostPages) -> Result<HostBuf, String> {
+        let huge = pages == HostPages::Huge;
         let len = if huge {
             len.max(1).next_multiple_of(2 << 20)
         } else {
             len.max(1).next_multiple_of(4096)
         };
+        if pages == HostPages::Malloc {
+            // fio allocates the buffer plus a page and aligns inside it.
+            // calloc, so that the bytes are defined before the first read:
+            // glibc serves an allocation this large from a fresh mapping,
+            // which it knows to be zero and does not touch, as with malloc.
+            // SAFETY: a plain allocation, freed on drop.
+            let p = unsafe { libc::calloc(1, len + 4095) };
+            if p.is_null() {
+                return Err(format!("malloc of {} bytes failed", len + 4095));
+            }
+            return Ok(HostBuf {
+                _slab: None,
+                malloced: p,
+                ptr: (p as usize).next_multiple_of(4096) as *mut u8,
+                len,
+                pinned_by: None,
+            });
+        }
         let none: Arc<dyn Gpu> = Arc::new(NoGpu {
             why: "bench host buffer".into(),
         });
@@ -48,7 +85,8 @@ impl HostBuf {
         }
         Ok(HostBuf {
             ptr: slab.slot(0),
-            _slab: slab,
+            _slab: Some(slab),
+            malloced: std::ptr::null_mut(),
             len,
             pinned_by: None,
         })
@@ -69,7 +107,8 @@ impl HostBuf {
     }
 
     pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: ptr..ptr+len is the slab's one slot, initialised by it.
+        // SAFETY: ptr..ptr+len is the slab's one slot, initialised by it, or
+        // inside the calloc allocation (zeroed).
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 
@@ -84,6 +123,10 @@ impl Drop for HostBuf {
         if let Some(g) = self.pinned_by.take() {
             // SAFETY: registered in `pinned`; every copy using it has been synchronised.
             let _ = unsafe { g.host_unregister(self.ptr) };
+        }
+        if !self.malloced.is_null() {
+            // SAFETY: from malloc in `with_pages`, freed once.
+            unsafe { libc::free(self.malloced) };
         }
     }
 }
@@ -138,10 +181,10 @@ impl JobMem {
         slots: usize,
         slot_bytes: usize,
         gpu: &Arc<dyn Gpu>,
-        huge: bool,
+        pages: HostPages,
     ) -> Result<JobMem, String> {
         Ok(JobMem {
-            backing: Backing::Host(HostBuf::with_pages(slots * slot_bytes, huge)?),
+            backing: Backing::Host(HostBuf::with_pages(slots * slot_bytes, pages)?),
             slot_bytes,
             slots,
             gpu: gpu.clone(),
@@ -244,11 +287,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn huge_host_buffers_are_aligned_writable_and_whole() {
-        for huge in [false, true] {
-            let mut b = HostBuf::with_pages(3 << 20, huge).unwrap();
+    fn host_buffers_are_aligned_writable_and_whole() {
+        for pages in [HostPages::Populated, HostPages::Huge, HostPages::Malloc] {
+            let huge = pages == HostPages::Huge;
+            let mut b = HostBuf::with_pages(3 << 20, pages).unwrap();
             let align = if huge { 2 << 20 } else { 4096 };
-            assert_eq!(b.ptr() as usize % align, 0, "huge {huge}");
+            assert_eq!(b.ptr() as usize % align, 0, "{pages:?}");
             assert_eq!(b.as_slice().len(), if huge { 4 << 20 } else { 3 << 20 });
             let n = b.as_slice().len();
             b.as_mut_slice()[n - 1] = 7;

@@ -152,6 +152,9 @@ pub enum MemKind {
     Host,
     /// Host memory on transparent huge pages (fio's `mmaphuge`/`shmhuge`).
     HostHuge,
+    /// Host memory from glibc `malloc`, untouched until the first I/O, as
+    /// fio's `iomem=malloc` (its default) allocates it.
+    HostMalloc,
 }
 
 impl MemKind {
@@ -161,7 +164,8 @@ impl MemKind {
         let base = v.split_once(':').map_or(v, |(b, _)| b);
         Some(match base {
             "device" | "cudamalloc" | "hipmalloc" => MemKind::Device,
-            "host" | "malloc" | "mmap" | "mmapshared" | "shm" => MemKind::Host,
+            "host" | "mmap" | "mmapshared" | "shm" => MemKind::Host,
+            "malloc" => MemKind::HostMalloc,
             "mmaphuge" | "shmhuge" => MemKind::HostHuge,
             _ => return None,
         })
@@ -176,6 +180,7 @@ impl MemKind {
             MemKind::Device => "device",
             MemKind::Host => "host",
             MemKind::HostHuge => "host-huge",
+            MemKind::HostMalloc => "host-malloc",
         }
     }
 }
@@ -820,7 +825,7 @@ pub static SPECS: &[Spec] = &[
     spec!("rocm_io", [], Str, "libhipfile: hipfile (hipFile calls) or posix (pread + copy)", |o, v| set_gpu_io(o, v, "hipfile")),
     spec!("gpu_dev_ids", [], List, "GPU ordinals, ':'-separated; clones take them in turn", set_gpu_ids),
     spec!("gpu", [], Int, "GPU ordinal (ours; gpu_dev_ids=N does the same)", set_gpu_ids),
-    spec!("mem", ["iomem"], Str, "buffer memory: device (cudamalloc), host (malloc, mmap, shm), host huge pages (mmaphuge, shmhuge)", |o, v| {
+    spec!("mem", ["iomem"], Str, "buffer memory: device (cudamalloc), host (mmap, shm), glibc malloc as fio's default (malloc), host huge pages (mmaphuge, shmhuge)", |o, v| {
         o.mem = Some(MemKind::parse(v).ok_or_else(|| {
             format!("'{v}' is not device, host, malloc, mmap, shm, mmaphuge, shmhuge or cudamalloc")
         })?);
@@ -1128,7 +1133,8 @@ mod tests {
     fn mem_takes_fios_names() {
         let m = |v: &str| opts(&[("mem", Some(v))]).unwrap().mem.unwrap();
         assert_eq!(m("cudamalloc"), MemKind::Device);
-        assert_eq!(m("malloc"), MemKind::Host);
+        assert_eq!(m("malloc"), MemKind::HostMalloc);
+        assert_eq!(m("mmap"), MemKind::Host);
         assert_eq!(m("mmaphuge"), MemKind::HostHuge);
         assert_eq!(m("mmaphuge:/hugepages/f"), MemKind::HostHuge);
         assert_eq!(
