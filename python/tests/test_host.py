@@ -435,6 +435,30 @@ class FakeDeviceArray:
         }
 
 
+class HostArrayWithInterface(np.ndarray):
+    """A NumPy array (buffer protocol) whose __cuda_array_interface__ would
+    name other memory, and counts the times it is asked."""
+
+    asked = 0
+
+    @property
+    def __cuda_array_interface__(self):
+        type(self).asked += 1
+        return FakeDeviceArray().__cuda_array_interface__
+
+
+def test_a_buffer_protocol_array_is_read_as_host_memory_without_asking_for_more(datafile):
+    # The buffer protocol is asked first: a host array costs no attribute
+    # lookups, and one that also carries the interface is still its own bytes.
+    p, data = datafile
+    a = np.zeros(4096, np.uint8).view(HostArrayWithInterface)
+    with hipfile.open(p) as f:
+        assert f.read(a, file_offset=4096) == 4096
+        assert f.pread(a, file_offset=8192).result() == 4096
+    assert HostArrayWithInterface.asked == 0
+    assert np.array_equal(np.asarray(a), data[8192 : 8192 + 4096])
+
+
 @pytest.mark.skipif(hipfile.gpu_available(), reason="checks the no-GPU error")
 def test_device_array_without_a_gpu_raises_hipfile_error(datafile):
     with hipfile.open(datafile[0]) as f:
