@@ -535,10 +535,22 @@ impl Engine {
             && device_inline_ok()
             && crate::file::fully_cached(req.file.buffered_fd, req.file_offset, req.size as u64)
                 == Some(true);
-        let n = if host_read || (small && host) {
+        // The same for a host read above the inline limit, up to
+        // HOT_HOST_INLINE_MAX_BYTES: one memcpy out of the page cache on
+        // this thread costs less than waking workers to split it.
+        let hot_host_read = !host_read
+            && auto
+            && max > 0
+            && host
+            && req.dir == Direction::Read
+            && req.size <= crate::config::HOT_HOST_INLINE_MAX_BYTES
+            && !req.file.client_direct
+            && crate::file::fully_cached(req.file.buffered_fd, req.file_offset, req.size as u64)
+                == Some(true);
+        let n = if host_read || (small && host) || hot_host_read {
             let huge = self.inner.cfg.huge_pages;
             self.serve_inline(&req, call, || {
-                crate::inline::host_io(&req, &self.inner.stats, huge, false)
+                crate::inline::host_io(&req, &self.inner.stats, huge, hot_host_read)
             })?
         } else if hot_device_read || (small && device_inline_ok()) {
             self.serve_inline(&req, call, || {

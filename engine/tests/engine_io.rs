@@ -512,6 +512,60 @@ fn hot_device_reads_up_to_256k_run_inline_and_cold_ones_on_the_workers() {
     std::fs::remove_file(&path).unwrap();
 }
 
+#[test]
+fn hot_host_reads_up_to_256k_run_inline_and_cold_ones_on_the_workers() {
+    // Above the inline limit (64 KiB here, as with more than two workers),
+    // a host read whose range is all in the page cache still runs on the
+    // caller's thread up to 256 KiB; a cold or partly cached one, or a
+    // larger one, goes to the workers.
+    let len = 4 << 20;
+    let data = pattern(len, 0x3c);
+    let (path, f) = temp_file("host-hot-inline", &data);
+    let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
+    let e = engine(no_gpu(), ReadMode::Auto);
+    let mut buf = vec![0u8; 1 << 20];
+    let cachestat = hipfile_engine::file::fully_cached(f.as_raw_fd(), 0, 4096).is_some();
+    let mut read = |size: usize, off: usize| {
+        let before = e.stats().inline_bytes;
+        buf.fill(0);
+        // SAFETY: the memory named is owned by this test and outlives the call.
+        let n = unsafe {
+            e.read(
+                &file,
+                Memory::Host(buf.as_mut_ptr() as usize),
+                size,
+                off as u64,
+            )
+        };
+        assert_eq!(n.unwrap(), size);
+        assert!(buf[..size] == data[off..off + size], "{size} at {off}");
+        e.stats().inline_bytes - before
+    };
+    make_cold(&f);
+    assert_eq!(
+        read(256 << 10, 1 << 20),
+        0,
+        "a cold 256 KiB host read ran inline"
+    );
+    let mut sink = vec![0u8; len];
+    f.read_exact_at(&mut sink, 0).unwrap();
+    if cachestat {
+        assert_eq!(read(256 << 10, 2 << 20), 256 << 10);
+        assert_eq!(read(100_000, 12_345), 100_000);
+    } else {
+        eprintln!("SKIPPED (inline part): this kernel has no cachestat");
+    }
+    assert_eq!(read(512 << 10, 0), 0);
+    // SAFETY: plain advice on our own descriptor, one page of the range.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 3 << 20, 4096, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(
+        read(256 << 10, 3 << 20),
+        0,
+        "a partly cached read ran inline"
+    );
+    std::fs::remove_file(&path).unwrap();
+}
+
 /// Holds back completions until `open` is set: with `first_only`, the
 /// first one any of the engine's rings produces (the worker that got it is
 /// stuck with its only slot; `taken` tells that it came), else every one.
