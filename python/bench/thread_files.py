@@ -7,6 +7,7 @@ Each of --threads threads takes every N-th file and reads it whole into its
 own part of one NumPy array. Modes, taking turns round by round:
 
   open      hipfile.open + File.read + close per file (what a loader does)
+  readfile  hipfile.read_file per file (the same in one call)
   opened    File.read only, on files opened before the round
   openonly  hipfile.open + close only, no read
   preadv    os.open + os.preadv + os.close per file (the standard library)
@@ -72,6 +73,8 @@ def run_mode(mode, paths, size, threads, batch, arr, c_prog, root):
             if mode == "open":
                 with hipfile.open(paths[i]) as f:
                     assert f.read(arr, size=size, buf_offset=t * size) == size
+            elif mode == "readfile":
+                assert hipfile.read_file(paths[i], arr, size=size, buf_offset=t * size) == size
             elif mode == "opened":
                 assert opened[i].read(arr, size=size, buf_offset=t * size) == size
             elif mode == "openonly":
@@ -108,7 +111,7 @@ def main():
     ap.add_argument("--threads", type=int, default=8)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--modes", default="open,opened,openonly,preadv,batch,c")
+    ap.add_argument("--modes", default="open,readfile,opened,openonly,preadv,batch,c")
     ap.add_argument("--c-prog", default=None, help="bench/c/thread_files.c, built (mode c)")
     a = ap.parse_args()
     if a.make:

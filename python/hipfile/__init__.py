@@ -20,6 +20,8 @@ Names:
   awaitable from asyncio.
 - ``read_batch(items)``: many ``(file, file_offset, size, dest[, dest_offset])``
   reads in flight together.
+- ``read_file(path, buf, size=None, file_offset=0, buf_offset=0)``: open,
+  read and close in one call without the GIL (a thread per sample file).
 - ``configure(**settings)``: engine settings by keyword (the HIPFILE_*
   variables' names without the prefix, e.g. ``io_threads=4``), before the
   first I/O of the process. ``settings()``, ``shutdown()``,
@@ -60,6 +62,7 @@ from ._hipfile import (
     limit_io_threads,
     open,
     read_batch,
+    read_file,
     runtime,
     settings,
     shutdown,
@@ -80,6 +83,7 @@ __all__ = [
     "limit_io_threads",
     "open",
     "read_batch",
+    "read_file",
     "runtime",
     "settings",
     "shutdown",

@@ -84,6 +84,15 @@ class File:
 def open(path: Union[str, bytes, "PathLike[str]", int], mode: str = "r") -> File:
     """Open a path or a descriptor (duplicated) for GPU-direct I/O."""
 
+def read_file(
+    path: Union[str, bytes, "PathLike[str]"],
+    buf: Buffer,
+    size: Optional[int] = None,
+    file_offset: int = 0,
+    buf_offset: int = 0,
+) -> int:
+    """Open path, read into buf and close it, in one call without the GIL; the bytes read."""
+
 def read_batch(items: Iterable[tuple]) -> list:
     """Read (file, file_offset, size, dest[, dest_offset]) items at once, in no
     set order (overlapping destinations get either item's bytes); the byte counts."""

@@ -510,3 +510,65 @@ def test_help_documents_the_public_names():
             assert obj.__doc__, name
     for meth in ("read", "write", "pread", "pwrite", "read_async", "close"):
         assert getattr(hipfile.File, meth).__doc__, meth
+
+
+def test_read_file_opens_reads_and_closes(datafile):
+    p, data = datafile
+    a = np.zeros(8192, np.uint8)
+    assert hipfile.read_file(p, a, size=4096, file_offset=12345, buf_offset=4096) == 4096
+    assert np.array_equal(a[4096:], data[12345 : 12345 + 4096])
+    assert not a[:4096].any()
+    # bytes and PathLike paths; the default size is the rest of the buffer.
+    b = np.zeros(65536, np.uint8)
+    assert hipfile.read_file(os.fsencode(p), b) == 65536
+    assert np.array_equal(b, data[:65536])
+    import pathlib
+
+    c = np.zeros(4096, np.uint8)
+    assert hipfile.read_file(pathlib.Path(p), c, file_offset=len(data) - 100) == 100
+    assert np.array_equal(c[:100], data[-100:])
+    # The descriptors are closed: none is left open on the file.
+    fds = os.listdir("/proc/self/fd")
+    for _ in range(200):
+        hipfile.read_file(p, c)
+    assert len(os.listdir("/proc/self/fd")) <= len(fds)
+
+
+def test_read_file_errors_name_the_file(datafile, tdir):
+    p, data = datafile
+    a = np.zeros(4096, np.uint8)
+    missing = os.path.join(tdir, "missing.bin")
+    with pytest.raises(hipfile.HipFileError) as e:
+        hipfile.read_file(missing, a)
+    assert e.value.errno == errno.ENOENT and "missing.bin" in str(e.value)
+    with pytest.raises(EOFError, match="data.bin"):
+        hipfile.read_file(p, a, file_offset=len(data))
+    with pytest.raises(ValueError):
+        hipfile.read_file(p, a, file_offset=-1)
+    with pytest.raises(ValueError):
+        hipfile.read_file(p, a, size=8192)
+    with pytest.raises(ValueError, match="read-only"):
+        hipfile.read_file(p, bytes(4096))
+
+
+def test_read_file_from_many_threads(tdir):
+    paths = []
+    for i in range(64):
+        p = os.path.join(tdir, f"s{i}")
+        pattern(65536, i).tofile(p)
+        paths.append(p)
+    out = np.zeros((8, 65536), np.uint8)
+    bad = []
+
+    def work(t):
+        for i in range(t, 64, 8):
+            n = hipfile.read_file(paths[i], out[t])
+            if n != 65536 or not np.array_equal(out[t], pattern(65536, i)):
+                bad.append(i)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert bad == []
