@@ -5,17 +5,21 @@
  * it, registers it (hipFileHandleRegister), reads SIZE bytes with one
  * hipFileRead into its own part of a host buffer, deregisters and closes
  * it. The C side of python/bench/thread_files.py (which makes the files).
+ * With a sixth argument `device` the buffer is cudaMalloc'd device memory
+ * (libcudart is opened at run time, so the program builds without CUDA).
  *
- *   cc -O2 -Iinclude bench/c/thread_files.c -Ltarget/release -l:libhipfile.so -lpthread -o thread-files
- *   ./thread-files DIR FILES SIZE THREADS ROUNDS
+ *   cc -O2 -Iinclude bench/c/thread_files.c -Ltarget/release -l:libhipfile.so -lpthread -ldl -o thread-files
+ *   ./thread-files DIR FILES SIZE THREADS ROUNDS [device]
  *
  * Prints GB/s for each round after an untimed first one.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,6 +29,27 @@ static const char *dir;
 static int files, threads;
 static size_t size;
 static char *buf;
+
+/* A device buffer of n bytes from libcudart, or NULL with a message. */
+static char *device_buffer(size_t n)
+{
+    const char *names[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12"};
+    void *lib = NULL;
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib; i++)
+        lib = dlopen(names[i], RTLD_NOW);
+    if (!lib) {
+        fprintf(stderr, "device: no libcudart (%s)\n", dlerror());
+        return NULL;
+    }
+    int (*cuda_malloc)(void **, size_t) = (int (*)(void **, size_t))dlsym(lib, "cudaMalloc");
+    void *p = NULL;
+    int rc = cuda_malloc ? cuda_malloc(&p, n) : -1;
+    if (rc != 0) {
+        fprintf(stderr, "device: cudaMalloc(%zu) failed: %d\n", n, rc);
+        return NULL;
+    }
+    return p;
+}
 
 static void *reader(void *arg)
 {
@@ -59,8 +84,8 @@ static void *reader(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc != 6) {
-        fprintf(stderr, "usage: %s DIR FILES SIZE THREADS ROUNDS\n", argv[0]);
+    if (argc != 6 && !(argc == 7 && !strcmp(argv[6], "device"))) {
+        fprintf(stderr, "usage: %s DIR FILES SIZE THREADS ROUNDS [device]\n", argv[0]);
         return 2;
     }
     dir = argv[1];
@@ -77,12 +102,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "hipFileDriverOpen: %d\n", (int)e.err);
         return 1;
     }
-    if (posix_memalign((void **)&buf, 4096, (size_t)threads * size) != 0) {
-        fprintf(stderr, "out of memory\n");
-        return 1;
+    int device = argc == 7;
+    if (device) {
+        if (!(buf = device_buffer((size_t)threads * size)))
+            return 1;
+    } else {
+        if (posix_memalign((void **)&buf, 4096, (size_t)threads * size) != 0) {
+            fprintf(stderr, "out of memory\n");
+            return 1;
+        }
+        for (size_t i = 0; i < (size_t)threads * size; i += 4096)
+            buf[i] = 0;
     }
-    for (size_t i = 0; i < (size_t)threads * size; i += 4096)
-        buf[i] = 0;
     pthread_t th[256];
     for (int r = 0; r <= rounds; r++) {
         struct timespec a, b;
@@ -94,7 +125,7 @@ int main(int argc, char **argv)
         clock_gettime(CLOCK_MONOTONIC, &b);
         double s = (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) * 1e-9;
         if (r > 0)
-            printf("c %d x %zu, %d threads: %.2f GB/s\n", files, size, threads, files * (double)size / s / 1e9);
+            printf("c %d x %zu, %d threads, %s: %.2f GB/s\n", files, size, threads, device ? "device" : "host", files * (double)size / s / 1e9);
     }
     hipFileDriverClose();
     return 0;

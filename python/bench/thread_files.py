@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Many small files read whole by plain Python threads, into host memory:
+"""Many small files read whole by plain Python threads, into host memory
+(or, with --mem device, a CUDA array):
 where a thread-per-sample loader's time goes, against the standard library
 and against the same calls from C, in one run.
 
@@ -54,11 +55,23 @@ def in_threads(threads, work):
             r.result()
 
 
-def run_mode(mode, paths, size, threads, batch, arr, c_prog, root):
+def device_array(nbytes):
+    """A device array of nbytes: a PyTorch CUDA tensor, else a CuPy array."""
+    try:
+        import torch
+
+        return torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    except ImportError:
+        import cupy
+
+        return cupy.empty(nbytes, dtype=cupy.uint8)
+
+
+def run_mode(mode, paths, size, threads, batch, arr, c_prog, root, device=False):
     """Seconds for one pass of `mode` over `paths`."""
     if mode == "c":
         out = subprocess.run(
-            [c_prog, root, str(len(paths)), str(size), str(threads), "1"],
+            [c_prog, root, str(len(paths)), str(size), str(threads), "1"] + (["device"] if device else []),
             check=True,
             capture_output=True,
             text=True,
@@ -68,7 +81,7 @@ def run_mode(mode, paths, size, threads, batch, arr, c_prog, root):
     opened = [hipfile.open(p) for p in paths] if mode == "opened" else None
 
     def work(t):
-        view = memoryview(arr)[t * size : (t + 1) * size]
+        view = None if device else memoryview(arr)[t * size : (t + 1) * size]
         for i in range(t, len(paths), threads):
             if mode == "open":
                 with hipfile.open(paths[i]) as f:
@@ -113,25 +126,29 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--modes", default="open,readfile,opened,openonly,preadv,batch,c")
     ap.add_argument("--c-prog", default=None, help="bench/c/thread_files.c, built (mode c)")
+    ap.add_argument("--mem", choices=("host", "device"), default="host",
+                    help="read into a NumPy array (host) or a PyTorch/CuPy CUDA array (device; no preadv mode)")
     a = ap.parse_args()
+    device = a.mem == "device"
     if a.make:
         make_files(a.dir, *a.make)
     files = a.files or (a.make[0] if a.make else 2048)
     paths = [os.path.join(a.dir, str(i)) for i in range(files)]
     size = a.size or os.path.getsize(paths[0])
-    modes = [m for m in a.modes.split(",") if m and (m != "c" or a.c_prog)]
-    arr = np.ones(max(a.threads, a.batch) * size, dtype=np.uint8)
+    modes = [m for m in a.modes.split(",") if m and (m != "c" or a.c_prog) and not (device and m == "preadv")]
+    nbytes = max(a.threads, a.batch) * size
+    arr = device_array(nbytes) if device else np.ones(nbytes, dtype=np.uint8)
     for p in paths:  # the page cache holds every file: all rows are hot
         with open(p, "rb") as f:
             while f.read(1 << 20):
                 pass
     for m in modes:  # untimed: starts the engine and the C program's page faults
-        run_mode(m, paths, size, a.threads, a.batch, arr, a.c_prog, a.dir)
+        run_mode(m, paths, size, a.threads, a.batch, arr, a.c_prog, a.dir, device)
     times = {m: [] for m in modes}
     for _ in range(a.rounds):
         for m in modes:
-            times[m].append(run_mode(m, paths, size, a.threads, a.batch, arr, a.c_prog, a.dir))
-    print(f"{files} files x {size} B, {a.threads} threads (batch: one thread, {a.batch} files at a time), "
+            times[m].append(run_mode(m, paths, size, a.threads, a.batch, arr, a.c_prog, a.dir, device))
+    print(f"{files} files x {size} B into {a.mem} memory, {a.threads} threads (batch: one thread, {a.batch} files at a time), "
           f"{a.rounds} rounds, {os.cpu_count()} CPUs, kernel {os.uname().release}")
     print("| mode | GB/s, median (min-max) | µs per file, wall |")
     print("|---|---|---|")
