@@ -89,6 +89,56 @@ def test_non_contiguous_cuda_tensor_raises(datafile):
             f.read(t)
 
 
+def test_torch_views_dtypes_and_subclasses_read_their_own_bytes(datafile):
+    # A plain contiguous CUDA tensor or nn.Parameter is described by its C
+    # accessors; a view starts at its own data_ptr, a float tensor is its
+    # nbytes of raw bytes, and another subclass takes
+    # __cuda_array_interface__.
+    class Mine(torch.Tensor):
+        pass
+
+    p, data = datafile
+    base = torch.zeros(3 << 20, dtype=torch.uint8, device="cuda")
+    view = base[4097 : 4097 + (1 << 20)]
+    floats = torch.zeros(512, 256, dtype=torch.float32, device="cuda")
+    param = torch.nn.Parameter(torch.zeros(65536, dtype=torch.uint8, device="cuda"), requires_grad=False)
+    mine = torch.zeros(8192, dtype=torch.uint8, device="cuda").as_subclass(Mine)
+    with hipfile.open(p) as f:
+        assert f.read(view, file_offset=3) == 1 << 20
+        assert f.read(floats, file_offset=8192) == 512 * 256 * 4
+        assert f.read(param, file_offset=100) == 65536
+        assert f.read(mine, file_offset=7) == 8192
+    host = base.cpu().numpy()
+    assert np.array_equal(host[4097 : 4097 + (1 << 20)], data[3 : 3 + (1 << 20)])
+    assert not host[:4097].any() and not host[4097 + (1 << 20) :].any()
+    assert floats.cpu().numpy().tobytes() == data[8192 : 8192 + 512 * 256 * 4].tobytes()
+    assert np.array_equal(param.detach().cpu().numpy(), data[100 : 100 + 65536])
+    assert np.array_equal(mine.as_subclass(torch.Tensor).cpu().numpy(), data[7 : 7 + 8192])
+
+
+def test_a_read_into_a_tensor_that_requires_grad_is_refused_untouched(datafile, tdir):
+    p, data = datafile
+    t = torch.zeros(4096, dtype=torch.float32, device="cuda", requires_grad=True)
+    with hipfile.open(p) as f:
+        with pytest.raises(ValueError, match="requires grad.*detach"):
+            f.read(t)
+        assert not t.detach().cpu().numpy().any()
+        # The remedy the message names reads into the same memory.
+        assert f.read(t.detach()) == 4096 * 4
+    assert t.detach().cpu().numpy().tobytes() == data[: 4096 * 4].tobytes()
+    # A write only reads the tensor: allowed, from a parameter too (a
+    # checkpoint), and a read into a parameter that requires grad is refused.
+    param = torch.nn.Parameter(t.detach().clone())
+    out = os.path.join(tdir, "grad.bin")
+    with hipfile.open(out, "w") as w:
+        assert w.write(t) == 4096 * 4
+        assert w.write(param, file_offset=4096 * 4) == 4096 * 4
+    assert np.fromfile(out, dtype=np.uint8).tobytes() == 2 * data[: 4096 * 4].tobytes()
+    with hipfile.open(p) as f:
+        with pytest.raises(ValueError, match="requires grad"):
+            f.read(param)
+
+
 def test_cupy_array_and_dlpack(datafile):
     cp = pytest.importorskip("cupy")
     p, data = datafile
