@@ -210,7 +210,9 @@ perf_rows() {
 copy-h2d|-|$f --rw=read --ioengine=copy --bs=4M --iodepth=4 $dev --time_based --runtime=2
 sync-hot-1g|hot|$f --bs=1G --rw=read --ioengine=hipfile-sync $dev $hot $t3
 sync-hot-256m|hot|$f --bs=256M --rw=read --ioengine=hipfile-sync $dev $hot $t3
+sync-hot-64m|hot|$f --bs=64M --rw=read --ioengine=hipfile-sync $dev $hot $t3
 sync-hot-16m|hot|$f --bs=16M --rw=read --ioengine=hipfile-sync $dev $hot $t3
+sync-hot-4m|hot|$f --bs=4M --rw=read --ioengine=hipfile-sync $dev $hot $t3
 batch-hot-1m|hot|$f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $dev $hot $t3
 async-hot-64m-4jobs|hot|$f --bs=64M --iodepth=1 --numjobs=4 --group_reporting --rw=read --ioengine=hipfile-async $dev $hot $t3
 raw-cold|cold|$f --bs=1M --iodepth=32 --rw=read --ioengine=raw --direct=1 --mem=host --iomem=mmaphuge --invalidate=1 --time_based --runtime=4
