@@ -46,7 +46,7 @@ cp target/release/libhipfile.so "$dest/"
 # whichever build's libhipfile.so.0 LD_LIBRARY_PATH names.
 cc -O2 -Iinclude bench/c/small_reads.c -Ltarget/release -l:libhipfile.so -o "$dest/small-reads"
 # The C side of python/bench/thread_files.py (plain threads reading many files).
-cc -O2 -Iinclude bench/c/thread_files.c -Ltarget/release -l:libhipfile.so -lpthread -ldl -o "$dest/thread-files"
+cc -O2 -Iinclude -Iexamples bench/c/thread_files.c -Ltarget/release -l:libhipfile.so -lpthread -ldl -o "$dest/thread-files"
 # libhipfile's GDS probe helper goes next to it (where libhipfile looks); the cuFile
 # front into cufile/, off the other suites' LD_LIBRARY_PATH, where it would stand in
 # for NVIDIA's libcufile.

@@ -5,16 +5,16 @@
  * it, registers it (hipFileHandleRegister), reads SIZE bytes with one
  * hipFileRead into its own part of a host buffer, deregisters and closes
  * it. The C side of python/bench/thread_files.py (which makes the files).
- * With a sixth argument `device` the buffer is cudaMalloc'd device memory
- * (libcudart is opened at run time, so the program builds without CUDA).
+ * With a sixth argument `device` the buffer is device memory of GPU 0
+ * (examples/gpu_mem.h: the CUDA driver opened at run time, so the program
+ * builds without CUDA).
  *
- *   cc -O2 -Iinclude bench/c/thread_files.c -Ltarget/release -l:libhipfile.so -lpthread -ldl -o thread-files
+ *   cc -O2 -Iinclude -Iexamples bench/c/thread_files.c -Ltarget/release -l:libhipfile.so -lpthread -ldl -o thread-files
  *   ./thread-files DIR FILES SIZE THREADS ROUNDS [device]
  *
  * Prints GB/s for each round after an untimed first one.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -23,33 +23,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gpu_mem.h"
 #include "hipfile.h"
 
 static const char *dir;
 static int files, threads;
 static size_t size;
 static char *buf;
-
-/* A device buffer of n bytes from libcudart, or NULL with a message. */
-static char *device_buffer(size_t n)
-{
-    const char *names[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12"};
-    void *lib = NULL;
-    for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib; i++)
-        lib = dlopen(names[i], RTLD_NOW);
-    if (!lib) {
-        fprintf(stderr, "device: no libcudart (%s)\n", dlerror());
-        return NULL;
-    }
-    int (*cuda_malloc)(void **, size_t) = (int (*)(void **, size_t))dlsym(lib, "cudaMalloc");
-    void *p = NULL;
-    int rc = cuda_malloc ? cuda_malloc(&p, n) : -1;
-    if (rc != 0) {
-        fprintf(stderr, "device: cudaMalloc(%zu) failed: %d\n", n, rc);
-        return NULL;
-    }
-    return p;
-}
 
 static void *reader(void *arg)
 {
@@ -103,9 +83,17 @@ int main(int argc, char **argv)
         return 1;
     }
     int device = argc == 7;
+    struct gpu_mem gpu;
     if (device) {
-        if (!(buf = device_buffer((size_t)threads * size)))
+        char why[256];
+        if (gpu_mem_open(&gpu, why, sizeof why) != 0) {
+            fprintf(stderr, "device: %s\n", why);
             return 1;
+        }
+        if (!(buf = gpu_mem_alloc(&gpu, (size_t)threads * size))) {
+            fprintf(stderr, "device: cannot allocate %zu bytes on GPU 0\n", (size_t)threads * size);
+            return 1;
+        }
     } else {
         if (posix_memalign((void **)&buf, 4096, (size_t)threads * size) != 0) {
             fprintf(stderr, "out of memory\n");
@@ -128,5 +116,9 @@ int main(int argc, char **argv)
             printf("c %d x %zu, %d threads, %s: %.2f GB/s\n", files, size, threads, device ? "device" : "host", files * (double)size / s / 1e9);
     }
     hipFileDriverClose();
+    if (device) {
+        gpu_mem_free(&gpu, buf);
+        gpu_mem_close(&gpu);
+    }
     return 0;
 }
