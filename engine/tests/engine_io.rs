@@ -993,6 +993,136 @@ fn storage_reads_go_only_to_the_cold_workers() {
     assert!(spread.iter().filter(|&&r| r > 0).count() > 1, "{spread:?}");
 }
 
+/// Records the file range of every read each worker's ring completes.
+struct RecordReads {
+    id: usize,
+    seen: Arc<std::sync::Mutex<Vec<(usize, u64, u32)>>>,
+    hold: Arc<HoldUntilSpread>,
+    count: Arc<AtomicUsize>,
+}
+
+impl FaultPlan for RecordReads {
+    fn on_complete(&mut self, op: &Op, cqe: Cqe, out: &mut Vec<Cqe>) {
+        if let Op::Read { offset, len, .. } = *op {
+            self.seen.lock().unwrap().push((self.id, offset, len));
+            self.count.fetch_add(1, Ordering::SeqCst);
+            self.hold.wait();
+        }
+        out.push(cqe);
+    }
+    fn flush(&mut self, _out: &mut Vec<Cqe>) {}
+    fn holding(&self) -> usize {
+        0
+    }
+}
+
+#[test]
+fn cold_pieces_of_a_partly_cached_read_go_only_to_the_cold_workers() {
+    // A buffered descriptor, sixteen 256 KiB pieces, three of them not cached:
+    // the first piece (asked about alone), one inside a wave of four and one
+    // inside the last wave of eight. Only worker 0 may read storage, so
+    // every read that touches an evicted piece must be its, while the
+    // cached pieces spread over all three.
+    let piece = 256u64 << 10;
+    let n = 16u64;
+    let data = pattern((n * piece) as usize, 47);
+    let (path, f) = temp_file("partly-cold", &data);
+    let counts: Vec<Arc<AtomicUsize>> = (0..3).map(|_| Arc::new(AtomicUsize::new(0))).collect();
+    let hold = Arc::new(HoldUntilSpread {
+        counts: counts.clone(),
+        armed: false.into(),
+    });
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (c, h, s) = (counts.clone(), hold.clone(), seen.clone());
+    let factory: FaultFactory = Arc::new(move |id| {
+        Some(Box::new(RecordReads {
+            id,
+            seen: s.clone(),
+            hold: h.clone(),
+            count: c[id].clone(),
+        }) as Box<dyn FaultPlan>)
+    });
+    let cfg = Config {
+        io_threads: 3,
+        cold_io_threads: 1,
+        chunk_bytes: piece as usize,
+        ..Config::default()
+    };
+    let e =
+        Engine::with_faults(cfg, Arc::new(NoGpu { why: "test".into() }), Some(factory)).unwrap();
+    let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
+    if file.direct().is_none()
+        || hipfile_engine::file::fully_cached(f.as_raw_fd(), 0, 4096).is_none()
+    {
+        eprintln!("SKIPPED: no O_DIRECT or no cachestat here, so no read counts as cold");
+        std::fs::remove_file(&path).unwrap();
+        return;
+    }
+    let len = (n * piece) as usize;
+    let mut buf = vec![0u8; len + 4096];
+    let base = (buf.as_mut_ptr() as usize).next_multiple_of(4096);
+    // Start all three workers with a read of the whole (hot) file.
+    // SAFETY: the memory named is owned by this test and outlives the call.
+    let got = unsafe { e.read(&file, Memory::Host(base), len, 0) };
+    assert_eq!(got, Ok(len));
+    let t0 = std::time::Instant::now();
+    while e.workers() < 3 && t0.elapsed() < Duration::from_secs(30) {
+        std::thread::yield_now();
+    }
+    assert_eq!(e.workers(), 3, "the workers did not start");
+    // Evict the file, then read back the other pieces one by one without
+    // readahead (a 256 KiB advice inside a larger folio evicts nothing, so
+    // the pieces are made hot rather than cold).
+    let evicted = [0u64, 6, 13];
+    make_cold(&f);
+    // SAFETY: plain advice on our own descriptor.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+    let mut sink = vec![0u8; piece as usize];
+    for i in (0..n).filter(|i| !evicted.contains(i)) {
+        f.read_exact_at(&mut sink, i * piece).unwrap();
+    }
+    for i in 0..n {
+        let resident = resident_pages(&f, (i * piece) as usize, piece as usize);
+        let want = if evicted.contains(&i) { 0 } else { 64 };
+        assert_eq!(resident, want, "piece {i} is not as the test made it");
+    }
+    seen.lock().unwrap().clear();
+    for c in &counts {
+        c.store(0, Ordering::SeqCst);
+    }
+    hold.armed.store(true, Ordering::SeqCst);
+    buf.fill(0);
+    // SAFETY: as above.
+    let got = unsafe { e.read(&file, Memory::Host(base), len, 0) };
+    assert_eq!(got, Ok(len));
+    let o = base - buf.as_ptr() as usize;
+    assert!(buf[o..o + len] == data[..], "data differs");
+    let seen = seen.lock().unwrap().clone();
+    let touches_evicted = |off: u64, len: u32| {
+        evicted
+            .iter()
+            .any(|&i| off < (i + 1) * piece && off + len as u64 > i * piece)
+    };
+    let wrong: Vec<_> = seen
+        .iter()
+        .filter(|&&(id, off, len)| id != 0 && touches_evicted(off, len))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "reads of evicted pieces on other workers: {wrong:?}"
+    );
+    for &i in &evicted {
+        assert!(
+            seen.iter().any(|&(id, off, _)| id == 0 && off / piece == i),
+            "worker 0 never read evicted piece {i}: {seen:?}"
+        );
+    }
+    let others = seen.iter().filter(|&&(id, _, _)| id != 0).count();
+    assert!(others > 0, "the cached pieces did not spread: {seen:?}");
+    drop(e);
+    std::fs::remove_file(&path).unwrap();
+}
+
 /// Writes per worker, and the longest, for one durable 8 MiB sync write
 /// through an O_DIRECT (`direct`) or a buffered descriptor, with
 /// `cold_io_threads` set.
