@@ -399,6 +399,9 @@ impl Engine {
         } else {
             self.inner.cfg.chunk_bytes
         } as u64;
+        // The largest bounce slot holds one chunk (a worker fails a longer
+        // piece, `Worker::admit`).
+        debug_assert!(chunk as usize <= self.inner.cfg.chunk_bytes);
         let start = req.file_offset;
         let state = Arc::new(ReqState::new(
             &req,

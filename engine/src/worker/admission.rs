@@ -60,6 +60,19 @@ impl Worker {
                 .chunk_done(chunk.idx, Err(Error::Os(libc::ECANCELED)));
             return;
         }
+        if !self.slots.could_hold(chunk.len) {
+            // No slot of this slab will ever hold it: fail the chunk rather
+            // than leave its request waiting for one.
+            crate::log_error!(
+                "internal error: hipfile-io-{}: a piece of {} bytes is larger than every bounce slot",
+                self.id,
+                chunk.len
+            );
+            chunk
+                .req
+                .chunk_done(chunk.idx, Err(OpError::InternalError.into()));
+            return;
+        }
         if self.held >= self.cap {
             // `can_start` and an idle worker's wait admit only below the cap.
             crate::log_error!(

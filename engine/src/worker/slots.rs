@@ -60,6 +60,14 @@ impl Slots {
         self.free.iter().any(|f| !f.is_empty())
     }
 
+    /// Whether a slot of some class, free or not, holds `len` bytes of data.
+    /// The engine cuts no piece longer than a chunk, and the largest class
+    /// holds a chunk: a longer one would wait for a slot forever.
+    pub(super) fn could_hold(&self, len: usize) -> bool {
+        let pad = 2 * crate::file::MAX_DIO_ALIGN;
+        self.classes.iter().any(|&(_, bytes)| bytes >= len + pad)
+    }
+
     /// The smallest class with a free slot that holds `len` bytes of data.
     pub(super) fn fitting_class(&self, len: usize) -> Option<usize> {
         let pad = 2 * crate::file::MAX_DIO_ALIGN;
@@ -131,5 +139,27 @@ impl Worker {
         } else {
             usize::MAX
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::{Gpu, NoGpu};
+    use std::sync::Arc;
+
+    #[test]
+    fn a_piece_longer_than_every_class_is_known_never_to_fit() {
+        let gpu: Arc<dyn Gpu> = Arc::new(NoGpu { why: "test".into() });
+        let pad = 2 * crate::file::MAX_DIO_ALIGN;
+        let slab = Slab::new(&[(2, (64 << 10) + pad), (1, (1 << 20) + pad)], &gpu, false).unwrap();
+        let mut slots = Slots::new(&slab);
+        assert!(slots.could_hold(1 << 20));
+        assert!(!slots.could_hold((1 << 20) + 1));
+        // Busy slots still count: a chunk that fits waits, one that cannot is refused.
+        let taken = slots.take_fitting(1 << 20).unwrap();
+        assert!(slots.fitting_class(1 << 20).is_none());
+        assert!(slots.could_hold(1 << 20));
+        slots.give_back(taken);
     }
 }
