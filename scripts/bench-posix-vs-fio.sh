@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The engine's POSIX storage backend (HIPFILE_IO_BACKEND=posix, what serves
 # where io_uring is refused) against fio 3.33's synchronous engines psync and
-# pvsync2, host memory, the same 1 GiB file: cold (O_DIRECT, caches dropped)
+# pvsync2, host memory from malloc as fio's (MEM=host: a populated mapping),
+# the same 1 GiB file: cold (O_DIRECT, caches dropped)
 # and page-cache hot. The io_uring backend runs beside them for reference.
 # All runners of a case take turns in every round (the first runner rotates);
 # the table holds medians of N rounds, and our ratio to each fio engine as the
@@ -49,8 +50,8 @@ for c in "${cases[@]}"; do
       # shellcheck disable=SC2086
       case $r in
         psync|pvsync2) v=$(fio --name=cmp --filename="$F" --size=1G --bs="$bs" --rw=read --ioengine="$r" $common --output-format=json 2>/dev/null | gbps) ;;
-        posix|io_uring) v=$(HIPFILE_IO_BACKEND=$r $B --filename="$F" --size=1G --bs="$bs" --rw=read --mem=host $ours $common --output-format=json 2>/dev/null | gbps) ;;
-        pread) v=$($B --filename="$F" --size=1G --bs="$bs" --rw=read --mem=host --ioengine=posix $common --output-format=json 2>/dev/null | gbps) ;;
+        posix|io_uring) v=$(HIPFILE_IO_BACKEND=$r $B --filename="$F" --size=1G --bs="$bs" --rw=read --mem=${MEM:-malloc} $ours $common --output-format=json 2>/dev/null | gbps) ;;
+        pread) v=$($B --filename="$F" --size=1G --bs="$bs" --rw=read --mem=${MEM:-malloc} --ioengine=posix $common --output-format=json 2>/dev/null | gbps) ;;
       esac
       got[$r]="${got[$r]:-} $(python3 -c "print(round($v, 2))")"
     done

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# hipfile-bench --mem=host against fio (Debian's fio 3.33, --ioengine=io_uring)
-# on the same 1 GiB file and parameters, cold (--direct=1, caches dropped) and
-# page-cache hot. Median of N runs each, interleaved. Prints a table of GB/s
+# hipfile-bench against fio (Debian's fio 3.33, --ioengine=io_uring) on the
+# same 1 GiB file and parameters, cold (--direct=1, caches dropped) and
+# page-cache hot. Our buffer comes from malloc, as fio's does by default
+# (iomem=malloc); MEM=host gives the bench a populated mapping instead. Median of N runs each, interleaved. Prints a table of GB/s
 # and the ratio ours/fio.
 # Usage: scripts/bench-vs-fio.sh [file] [runs] [case pattern, e.g. cold]
 set -euo pipefail
@@ -44,7 +45,7 @@ for c in "${cases[@]}"; do
     }
     run_ours() {
       # shellcheck disable=SC2086
-      br+=("$($B --filename="$F" --size=1G --bs=1M --rw=read --mem=host $bargs --invalidate=$inv $tb --output-format=json 2>/dev/null | gbps_ours)")
+      br+=("$($B --filename="$F" --size=1G --bs=1M --rw=read --mem=${MEM:-malloc} $bargs --invalidate=$inv $tb --output-format=json 2>/dev/null | gbps_ours)")
     }
     # Alternate who goes first: a throttled (token-bucket) disk favours the first.
     if [ $((i % 2)) = 1 ]; then prep; run_fio; prep; run_ours; else prep; run_ours; prep; run_fio; fi
