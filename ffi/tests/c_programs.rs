@@ -170,6 +170,26 @@ fn c_data_safety() {
     run(&compile("data_safety.c", false), &[&test_dir()]);
 }
 
+/// Four threads writing, reading and batch-reading their own regions of one
+/// file through a buffered and an O_DIRECT handle while a fifth evicts pages,
+/// every read checked against a model (tests/c/concurrent.c): once with the
+/// machine's worker count, once with six workers (four may read storage, so
+/// a buffered read's cold pieces are found wave by wave) and 64 KiB chunks.
+#[test]
+fn c_concurrent() {
+    let exe = compile("concurrent.c", false);
+    run_env(&exe, &[&test_dir()], &[("HIPFILE_TEST_SECONDS", "4")]);
+    run_env(
+        &exe,
+        &[&test_dir()],
+        &[
+            ("HIPFILE_TEST_SECONDS", "4"),
+            ("HIPFILE_IO_THREADS", "6"),
+            ("HIPFILE_CHUNK_KB", "64"),
+        ],
+    );
+}
+
 /// Run a C program with `env` (and without a configuration file unless
 /// `env` names one); its pid (first line "pid P") and stdout.
 fn run_config_log(args: &[&str], env: &[(&str, &str)]) -> (u32, String) {
