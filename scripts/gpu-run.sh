@@ -158,14 +158,22 @@ if has faults; then
   done
 fi
 
-# One hipfile-bench run: build, name, prep (hot|cold|-), args. Prints a table row.
+# One hipfile-bench run: build, name, prep (hot|hot4k|cold|-), args. Prints a table row.
 F="$WORK/bench-4g"
+F4K="$WORK/bench-1g-4k-folios"
 bench() {
   local build=$1 name=$2 prep=$3; shift 3
   local B="$C/$build/hipfile-bench"
   case $prep in
     cold) drop ;;
     hot) cat "$F" > /dev/null ;;
+    # The first GiB of the bench file written again in 4 KiB writes, so that
+    # the page cache holds it in 4 KiB folios (as a file written in small
+    # writes, or any file on a kernel without large folios for its
+    # filesystem, is held), then read hot.
+    hot4k)
+      [ -f "$F4K" ] || dd if="$F" of="$F4K" bs=4k count=262144 status=none
+      cat "$F4K" > /dev/null ;;
   esac
   echo "--- [$build] $name: hipfile-bench $*" >> "$OUT/bench.txt"
   local json="$WORK/json/$name.json"
@@ -213,6 +221,8 @@ sync-hot-256m|hot|$f --bs=256M --rw=read --ioengine=hipfile-sync $dev $hot $t3
 sync-hot-64m|hot|$f --bs=64M --rw=read --ioengine=hipfile-sync $dev $hot $t3
 sync-hot-16m|hot|$f --bs=16M --rw=read --ioengine=hipfile-sync $dev $hot $t3
 sync-hot-4m|hot|$f --bs=4M --rw=read --ioengine=hipfile-sync $dev $hot $t3
+sync-hot-1g-4kfolios|hot4k|--filename=$F4K --size=1G --bs=1G --rw=read --ioengine=hipfile-sync $dev $hot $t3
+sync-hot-256m-4kfolios|hot4k|--filename=$F4K --size=1G --bs=256M --rw=read --ioengine=hipfile-sync $dev $hot $t3
 batch-hot-1m|hot|$f --bs=1M --iodepth=128 --rw=read --ioengine=hipfile-batch $dev $hot $t3
 async-hot-64m-4jobs|hot|$f --bs=64M --iodepth=1 --numjobs=4 --group_reporting --rw=read --ioengine=hipfile-async $dev $hot $t3
 raw-cold|cold|$f --bs=1M --iodepth=32 --rw=read --ioengine=raw --direct=1 --mem=host --iomem=mmaphuge --invalidate=1 --time_based --runtime=4
