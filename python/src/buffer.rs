@@ -79,8 +79,11 @@ const DL_OPAQUE_HANDLE: u8 = 3;
 /// What keeps an object's memory in place while a transfer uses it.
 pub(crate) enum Keep {
     /// A buffer-protocol export (the exporter may not move or resize the
-    /// memory while it is held; released with the GIL held).
-    View(Box<RawBuffer>),
+    /// memory while it is held; released with the GIL held). It is filled
+    /// in place inside the `Arc` and never moves: an exporter may point the
+    /// view's `shape` at its own `len` (CPython's `PyBuffer_FillInfo`
+    /// does).
+    View(RawBuffer),
     /// The objects that own the memory (the array, a DLPack capsule).
     Objects { _held: Vec<Py<PyAny>> },
 }
@@ -96,8 +99,9 @@ impl Drop for Keep {
         if let Keep::View(view) = self {
             Python::attach(|_| {
                 // SAFETY: the view was filled by PyObject_GetBuffer and is released once,
-                // with the GIL held.
-                unsafe { PyBuffer_Release(&mut **view) };
+                // with the GIL held (a view the export failed to fill is still all
+                // zeros, and releasing it does nothing).
+                unsafe { PyBuffer_Release(view) };
             });
         }
     }
@@ -414,10 +418,14 @@ fn from_cai(
 
 /// The buffer protocol; `None` when `obj` does not export it.
 fn from_buffer(py: Python<'_>, obj: &Bound<'_, PyAny>, writable: bool) -> PyResult<Option<Target>> {
+    // One allocation holds the hold and the view, filled where it stays.
     // SAFETY: an all-zero Py_buffer is the documented "empty" state.
-    let mut view: Box<RawBuffer> = Box::new(unsafe { std::mem::zeroed() });
+    let mut keep = Arc::new(Keep::View(unsafe { std::mem::zeroed() }));
+    let Some(Keep::View(view)) = Arc::get_mut(&mut keep) else {
+        unreachable!("a fresh Arc has one owner")
+    };
     // SAFETY: `obj` is a live object and `view` a writable Py_buffer; the GIL is held.
-    let rc = unsafe { PyObject_GetBuffer(obj.as_ptr(), &mut *view, PYBUF_STRIDES | PYBUF_FORMAT) };
+    let rc = unsafe { PyObject_GetBuffer(obj.as_ptr(), view, PYBUF_STRIDES | PYBUF_FORMAT) };
     if rc != 0 {
         let err = PyErr::fetch(py);
         if err.is_instance_of::<PyTypeError>(py) {
@@ -425,14 +433,16 @@ fn from_buffer(py: Python<'_>, obj: &Bound<'_, PyAny>, writable: bool) -> PyResu
         }
         return Err(err);
     }
-    let keep = Keep::View(view);
-    let Keep::View(v) = &keep else { unreachable!() };
+    let Keep::View(v) = &*keep else {
+        unreachable!("made as a view above")
+    };
     if !v.format.is_null() {
         // SAFETY: a non-NULL format is a NUL-terminated string owned by the export.
-        let fmt = unsafe { CStr::from_ptr(v.format) }.to_string_lossy();
-        if fmt.contains('O') {
+        let fmt = unsafe { CStr::from_ptr(v.format) };
+        if fmt.to_bytes().contains(&b'O') {
             return Err(PyTypeError::new_err(format!(
-                "the buffer holds Python objects (format {fmt:?}); use a numeric dtype"
+                "the buffer holds Python objects (format {:?}); use a numeric dtype",
+                fmt.to_string_lossy()
             )));
         }
     }
@@ -440,14 +450,11 @@ fn from_buffer(py: Python<'_>, obj: &Bound<'_, PyAny>, writable: bool) -> PyResu
         return Err(readonly_error(obj));
     }
     // SAFETY: `v` is a filled view.
-    if unsafe { PyBuffer_IsContiguous(&**v, b'C' as c_char) } != 1 {
+    if unsafe { PyBuffer_IsContiguous(v, b'C' as c_char) } != 1 {
         return Err(non_contiguous_error(obj));
     }
     let region = Region::host(v.buf as *const u8, v.len.max(0) as usize);
-    Ok(Some(Target {
-        region,
-        keep: Arc::new(keep),
-    }))
+    Ok(Some(Target { region, keep }))
 }
 
 fn from_dlpack(obj: &Bound<'_, PyAny>, engine: &Engine) -> PyResult<Target> {
