@@ -273,6 +273,65 @@ pub(crate) fn copy_to_caller(src: *const u8, dst: usize, len: usize) -> Result<(
     Ok(())
 }
 
+/// Copy `len` bytes of the caller's host memory at `src` into the bounce at
+/// `dst` (an O_DIRECT write from a huge-page slot), or EFAULT where the
+/// source cannot be read, as a write straight from it would report. As for
+/// [`copy_to_caller`], the source is checked first: private anonymous
+/// memory (PROCMAP_QUERY) is copied plainly; anything else (a file's
+/// mapping, which raises SIGBUS past the file's end, shared memory, an
+/// older kernel) is copied by the kernel, `process_vm_readv` on our own
+/// process, which reports a bad source as EFAULT; where that call is
+/// refused (seccomp), a plain copy is used.
+pub(crate) fn copy_from_caller(src: usize, dst: *mut u8, len: usize) -> Result<()> {
+    if private_anon_readable(src, len) == Some(true) {
+        // SAFETY: the bounce has room for `len` bytes at `dst`; the kernel
+        // has just said every page of [src, src + len) may be read.
+        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst, len) };
+        return Ok(());
+    }
+    static REFUSED: AtomicBool = AtomicBool::new(false);
+    if !REFUSED.load(Ordering::Relaxed) {
+        let mut done = 0usize;
+        let mut retries = 0u32;
+        while done < len {
+            let local = libc::iovec {
+                // SAFETY: done < len, inside the bounce buffer.
+                iov_base: unsafe { dst.add(done) }.cast(),
+                iov_len: len - done,
+            };
+            let remote = libc::iovec {
+                iov_base: (src + done) as *mut libc::c_void,
+                iov_len: len - done,
+            };
+            // SAFETY: `local` names memory we own; the kernel validates `remote`.
+            let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+            let res = libc_result(n);
+            match verdict(Way::CheckedCopy, res, len - done) {
+                Verdict::Complete(n) | Verdict::Short(n) => done += n,
+                Verdict::Retry(errno) => take_retry(&mut retries, errno).map_err(Error::Os)?,
+                Verdict::FallBack if done == 0 => {
+                    REFUSED.store(true, Ordering::Relaxed);
+                    break;
+                }
+                Verdict::FallBack => return Err(Error::Os(-res as i32)),
+                Verdict::Fail(errno) => return Err(Error::Os(errno)),
+                Verdict::Eof | Verdict::Miss => {
+                    crate::log_error!("internal error: a read verdict for a host copy");
+                    return Err(OpError::InternalError.into());
+                }
+            }
+        }
+        if done == len {
+            return Ok(());
+        }
+    }
+    // SAFETY: the bounce has room for `len` bytes; the caller promised a
+    // source covering the request (the C contract) — the checked path above
+    // is unavailable on this system.
+    unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst, len) };
+    Ok(())
+}
+
 /// The layout of Linux's `struct procmap_query` (include/uapi/linux/fs.h).
 #[repr(C)]
 #[derive(Default)]
@@ -296,6 +355,7 @@ struct ProcmapQuery {
 
 /// `_IOWR('f', 17, struct procmap_query)`.
 const PROCMAP_QUERY: libc::c_ulong = 0xC068_6611;
+const VMA_READABLE: u64 = 0x01;
 const VMA_WRITABLE: u64 = 0x02;
 const VMA_SHARED: u64 = 0x08;
 
@@ -349,6 +409,21 @@ fn maps_fd() -> Option<i32> {
 /// the kernel says is not (unmapped, read-only, a file's or a device's
 /// mapping) gives `Some(false)`: the slower checks then decide.
 fn private_anon_writable(dst: usize, len: usize) -> Option<bool> {
+    private_anon(dst, len, VMA_WRITABLE)
+}
+
+/// Whether `[src, src + len)` lies wholly in private, anonymous, readable
+/// mappings, which any read may touch (a page never written reads as
+/// zeros); None where the kernel cannot say. A file's mapping is not: a
+/// read past the file's end raises SIGBUS.
+fn private_anon_readable(src: usize, len: usize) -> Option<bool> {
+    private_anon(src, len, VMA_READABLE)
+}
+
+/// Whether `[addr, addr + len)` lies wholly in private anonymous mappings
+/// whose flags include `want`, from Linux 6.11's PROCMAP_QUERY.
+fn private_anon(addr: usize, len: usize, want: u64) -> Option<bool> {
+    let dst = addr;
     if len == 0 || NO_QUERY.load(Ordering::Relaxed) {
         return None;
     }
@@ -377,7 +452,7 @@ fn private_anon_writable(dst: usize, len: usize) -> Option<bool> {
         let anon = q.inode == 0 && q.dev_major == 0 && q.dev_minor == 0;
         let ok = q.vma_start <= at
             && q.vma_end > at
-            && q.vma_flags & VMA_WRITABLE != 0
+            && q.vma_flags & want == want
             && q.vma_flags & VMA_SHARED == 0
             && anon;
         if !ok {
@@ -466,6 +541,65 @@ mod tests {
         assert!(writable_now(ro, n));
         // SAFETY: our own mapping, unmapped once.
         unsafe { libc::munmap(ro as *mut libc::c_void, n) };
+    }
+
+    #[test]
+    fn a_copy_from_the_caller_lands_or_gives_efault() {
+        let src = vec![9u8; (3 << 20) + 100];
+        let mut dst = vec![0u8; 3 << 20];
+        copy_from_caller(src.as_ptr() as usize + 7, dst.as_mut_ptr(), 3 << 20).unwrap();
+        assert!(dst.iter().all(|&b| b == 9));
+        let n = 1 << 20;
+        // SAFETY: a fresh anonymous mapping of our own, unmapped below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                2 * n,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        let p = p as usize;
+        // Unreadable, then readable up to an unreadable half: EFAULT, not a crash.
+        assert_eq!(
+            copy_from_caller(p, dst.as_mut_ptr(), n),
+            Err(Error::Os(libc::EFAULT))
+        );
+        // SAFETY: the first half of our own mapping.
+        let r = unsafe { libc::mprotect(p as *mut libc::c_void, n, libc::PROT_READ) };
+        assert_eq!(r, 0);
+        copy_from_caller(p, dst.as_mut_ptr(), n).unwrap();
+        assert!(
+            dst[..n].iter().all(|&b| b == 0),
+            "untouched memory reads as zeros"
+        );
+        assert!(copy_from_caller(p + n - 4096, dst.as_mut_ptr(), 8192).is_err());
+        // A file's mapping past the file's end would raise SIGBUS on a plain read.
+        let f = crate::scratch::ScratchFile::new("copy-from-file", &[3u8; 4096]);
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&f.file);
+        // SAFETY: a fresh mapping of our own file, two pages over a one-page file.
+        let m = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                8192,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        assert_ne!(m, libc::MAP_FAILED);
+        copy_from_caller(m as usize, dst.as_mut_ptr(), 4096).unwrap();
+        assert!(dst[..4096].iter().all(|&b| b == 3));
+        assert!(copy_from_caller(m as usize, dst.as_mut_ptr(), 8192).is_err());
+        // SAFETY: our own mappings, unmapped once.
+        unsafe {
+            libc::munmap(m, 8192);
+            libc::munmap(p as *mut libc::c_void, 2 * n);
+        }
     }
 
     #[test]

@@ -408,6 +408,7 @@ impl Engine {
             pieces(start, size, chunk).map(|(_, len)| len),
             done,
         ));
+        let total = pieces(start, size, chunk).count();
         let route = self.storage_bound(&req);
         let mut cuts = pieces(start, size, chunk).enumerate();
         // Where the page cache must be asked which pieces are cold, the
@@ -463,7 +464,9 @@ impl Engine {
                     queued_at,
                 })
                 .collect();
-            match self.inner.queue.push(chunks) {
+            // The pieces still to come count for the workers this push
+            // starts, as they would in one push of the whole request.
+            match self.inner.queue.push_expecting(chunks, total - sent) {
                 Ok(grow) => self.start_workers(grow),
                 Err(refused) => {
                     let rest = cuts.by_ref().map(|(idx, _)| idx);

@@ -172,7 +172,20 @@ impl<T> WorkQueue<T> {
     /// Returns the ids of the workers reserved to start for them: as many
     /// as the queued chunks outnumber the idle workers, up to the maximum
     /// (usually none).
+    #[cfg(test)]
     pub(crate) fn push(&self, chunks: Vec<T>) -> Result<Range<usize>, Vec<T>> {
+        self.push_expecting(chunks, 0)
+    }
+
+    /// [`WorkQueue::push`], where `more` chunks of the same request follow
+    /// in later pushes: workers are reserved as if they were queued too, so
+    /// a request queued in parts starts the workers one push of it would.
+    /// Restricted or not, they are taken to be like these.
+    pub(crate) fn push_expecting(
+        &self,
+        chunks: Vec<T>,
+        more: usize,
+    ) -> Result<Range<usize>, Vec<T>> {
         let mut s = self.lock();
         if s.closed {
             return Err(chunks);
@@ -183,6 +196,7 @@ impl<T> WorkQueue<T> {
         let queued = s.chunks.len();
         self.len.store(queued, Ordering::Release);
         let idle = self.idle.load(Ordering::Acquire);
+        let queued = queued.saturating_add(more);
         let grow = if queued > idle && self.reserved.load(Ordering::Relaxed) < self.max_workers {
             // Only the first workers may take restricted chunks: a push of
             // nothing else needs no worker past them.
@@ -382,6 +396,20 @@ mod tests {
         assert_eq!(q.push((0..100).collect()).unwrap(), 4..8);
         assert!(q.push(vec![5]).unwrap().is_empty());
         assert_eq!(q.reserved(), 8);
+    }
+
+    #[test]
+    fn chunks_still_to_come_reserve_workers_as_if_queued() {
+        let q = WorkQueue::with_restriction(8, None);
+        q.reserve(1);
+        // One chunk now, three to follow, one idle worker: three more start
+        // with the first push, as with all four in one.
+        assert_eq!(q.push_expecting(vec![1], 3).unwrap(), 1..4);
+        // Restricted chunks stand for restricted ones to come.
+        let r = WorkQueue::with_restriction(8, Some((|x: &i32| x % 2 == 1, 2)));
+        r.reserve(1);
+        r.busy();
+        assert_eq!(r.push_expecting(vec![1], 5).unwrap(), 1..2);
     }
 
     #[test]

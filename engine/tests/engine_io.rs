@@ -1508,6 +1508,98 @@ fn cold_worker_reads_of_small_pages_go_through_huge_slots() {
     std::fs::remove_file(&path).unwrap();
 }
 
+#[test]
+fn o_direct_writes_from_small_pages_go_through_huge_slots() {
+    // A write on an O_DIRECT descriptor from 4 KiB pages is copied into a
+    // slot of the worker's huge-page slab and written from there, on either
+    // storage backend; pieces up to 64 KiB go straight. A source whose
+    // second half cannot be read gives EFAULT for its pieces: what the call
+    // reports written is in the file, and the file grows no further.
+    let len = 1 << 20;
+    let data = pattern(len, 59);
+    let thp = hipfile_engine::bounce::thp_allowed();
+    for backend in [
+        hipfile_engine::storage::BackendSetting::Auto,
+        hipfile_engine::storage::BackendSetting::Posix,
+    ] {
+        for (chunk, pieces) in [(256 << 10, 4), (64 << 10, 16)] {
+            let (path, _f) = temp_file("write-huge", &[]);
+            let fd = open_rw(&path, true);
+            let file = Arc::new(File::probe(fd.as_raw_fd()).unwrap());
+            if file.direct().is_none() {
+                eprintln!("SKIPPED: {} has no O_DIRECT", path.display());
+                std::fs::remove_file(&path).unwrap();
+                return;
+            }
+            let cfg = Config {
+                chunk_bytes: chunk,
+                io_backend: backend,
+                ..small_config()
+            };
+            let e = Engine::with_gpu(cfg, no_gpu()).unwrap();
+            let (src, at) = small_page_buffer(len, 0);
+            let o = at - src.as_ptr() as usize;
+            // SAFETY: the mapping is ours, writable, and `len + 8192` bytes long.
+            unsafe { std::slice::from_raw_parts_mut(src.base.add(o), len) }.copy_from_slice(&data);
+            // SAFETY: the memory named is owned by this test and outlives the call.
+            let n = unsafe { e.write(&file, Memory::Host(at), len, 1 << 20) }.unwrap();
+            assert_eq!(n, len);
+            let back = std::fs::read(&path).unwrap();
+            assert_eq!(back.len(), 2 << 20);
+            assert!(back[1 << 20..] == data[..], "{backend:?} {chunk}");
+            let s = e.stats();
+            assert_eq!(s.direct_write_bytes, len as u64, "{s:?}");
+            let bounced = thp && chunk > 64 << 10;
+            let want = if bounced {
+                (pieces, len as u64)
+            } else {
+                (0, 0)
+            };
+            assert_eq!(
+                (s.bounced_chunks, s.host_bounce_bytes),
+                want,
+                "{backend:?}, {chunk}-byte pieces, THP {thp}: {s:?}"
+            );
+            // The second half of the source made unreadable.
+            // SAFETY: the second half of our own mapping.
+            let r = unsafe {
+                libc::mprotect(src.base.add(o + len / 2).cast(), len / 2, libc::PROT_NONE)
+            };
+            assert_eq!(r, 0);
+            // SAFETY: as above; the unreadable half must give EFAULT, not a fault.
+            let got = unsafe { e.write(&file, Memory::Host(at), len, 4 << 20) };
+            let size = std::fs::metadata(&path).unwrap().len();
+            match got {
+                Ok(n) => {
+                    assert!(n < len, "{backend:?} {chunk}: {n}");
+                    assert!(size <= (4 << 20) + n as u64, "{backend:?} {chunk}: {size}");
+                    let back = std::fs::read(&path).unwrap();
+                    assert!(back[4 << 20..(4 << 20) + n] == data[..n]);
+                }
+                Err(err) => {
+                    assert_eq!(err, Error::Os(libc::EFAULT), "{backend:?} {chunk}");
+                    assert_eq!(
+                        size,
+                        2 << 20,
+                        "{backend:?} {chunk}: nothing reported, yet the file grew"
+                    );
+                }
+            }
+            // SAFETY: restoring our own mapping before it is dropped.
+            let r = unsafe {
+                libc::mprotect(
+                    src.base.add(o + len / 2).cast(),
+                    len / 2,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                )
+            };
+            assert_eq!(r, 0);
+            drop(e);
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+}
+
 /// The bytes of transparent huge pages backing the mapping that holds
 /// `addr`, from `/proc/self/smaps` (the kernel's account, independent of the
 /// library's own probe).

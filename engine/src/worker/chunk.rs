@@ -431,6 +431,20 @@ impl ChunkIo {
             Some((dfd, align)) if file.dio_fits(align, cur, rem, Some(src as u64)) => dfd,
             _ => file.buffered_fd,
         };
+        // An O_DIRECT write from 4 KiB pages reaches the disk as about one
+        // segment per page, from a huge-page slot as one: on the 2-core VM
+        // raw 1 MiB writes at depth 16 ran 1.78–2.04 GB/s from small pages
+        // and 2.91–3.02 from a huge page. The copy into the slot runs while
+        // the worker's other writes are at the disk (crate::host_bounce).
+        if fd != file.buffered_fd
+            && matches!(buf, Buf::Caller)
+            && ctx.slab.huge()
+            && crate::host_bounce::scattered(src as usize, rem as usize)
+        {
+            let mut io = self;
+            io.enter(Stage::Slot, ctx);
+            return Next::Slot(AwaitSlot(io));
+        }
         let op = Op::Write {
             fd,
             buf: src,
@@ -505,7 +519,28 @@ impl AwaitSlot {
                 let copy = GpuCopy::Dtoh { dst, src: ptr, len };
                 Next::Gpu(OnGpu::new(io, slot, CopyDir::FromDevice, device), copy)
             }
-            (Direction::Read | Direction::Write, _) => {
+            (Direction::Write, Memory::Host(p)) => {
+                // A scattered O_DIRECT write (`next_write`): the rest of the
+                // chunk into the slot first, checked (a bad source gives
+                // EFAULT, nothing of the chunk written).
+                let from = io.done;
+                let dst = io.slot_addr(&slot, from, ctx);
+                let len = io.chunk.len - from;
+                match crate::host_bounce::copy_from_caller(p + from, dst, len) {
+                    Ok(()) => {
+                        Stats::add(&ctx.stats.host_bounce_bytes, len as u64);
+                        io.next_op(
+                            Buf::Slot {
+                                slot,
+                                from: from as u32,
+                            },
+                            ctx,
+                        )
+                    }
+                    Err(e) => io.finish(Some(slot), Err(e)),
+                }
+            }
+            (Direction::Read, _) => {
                 let from = io.done as u32;
                 io.next_op(Buf::Slot { slot, from }, ctx)
             }
