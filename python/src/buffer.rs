@@ -14,7 +14,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::Arc;
 
 /// `Py_buffer`, as CPython has laid it out since 3.3 (it joined the limited
-/// API unchanged in 3.11; this wheel also serves 3.9 and 3.10, whose limited
+/// API unchanged in 3.11; this wheel also serves 3.10, whose limited
 /// API lacks the declaration but whose interpreters export the same calls).
 #[repr(C)]
 pub(crate) struct RawBuffer {
