@@ -230,41 +230,18 @@ pub(crate) fn copy_to_caller(src: *const u8, dst: usize, len: usize) -> Result<(
         return Ok(());
     }
     static REFUSED: AtomicBool = AtomicBool::new(false);
-    if !REFUSED.load(Ordering::Relaxed) {
-        let mut done = 0usize;
-        let mut retries = 0u32;
-        while done < len {
-            let local = libc::iovec {
-                // SAFETY: done < len, inside the bounce buffer.
-                iov_base: unsafe { src.add(done) } as *mut libc::c_void,
-                iov_len: len - done,
-            };
-            let remote = libc::iovec {
-                iov_base: (dst + done) as *mut libc::c_void,
-                iov_len: len - done,
-            };
-            // SAFETY: `local` names memory we own; the kernel validates `remote`.
-            let n = unsafe { libc::process_vm_writev(libc::getpid(), &local, 1, &remote, 1, 0) };
-            let res = libc_result(n);
-            match verdict(Way::CheckedCopy, res, len - done) {
-                Verdict::Complete(n) | Verdict::Short(n) => done += n,
-                Verdict::Retry(errno) => take_retry(&mut retries, errno).map_err(Error::Os)?,
-                Verdict::FallBack if done == 0 => {
-                    REFUSED.store(true, Ordering::Relaxed);
-                    break;
-                }
-                // Refused part-way: the system did not refuse the call itself.
-                Verdict::FallBack => return Err(Error::Os(-res as i32)),
-                Verdict::Fail(errno) => return Err(Error::Os(errno)),
-                Verdict::Eof | Verdict::Miss => {
-                    crate::log_error!("internal error: a read verdict for a host copy");
-                    return Err(OpError::InternalError.into());
-                }
-            }
-        }
-        if done == len {
-            return Ok(());
-        }
+    let bounce = src as usize;
+    let copied = kernel_copy(
+        &REFUSED,
+        len,
+        // SAFETY: `local` names the bounce's `len` bytes; the kernel
+        // validates `remote`, the caller's range.
+        |local, remote| unsafe { libc::process_vm_writev(libc::getpid(), local, 1, remote, 1, 0) },
+        bounce,
+        dst,
+    );
+    if let Some(r) = copied {
+        return r;
     }
     // SAFETY: the bounce holds `len` valid bytes at `src`; the caller promised
     // a buffer covering the request (the C contract) — the checked path above
@@ -290,46 +267,75 @@ pub(crate) fn copy_from_caller(src: usize, dst: *mut u8, len: usize) -> Result<(
         return Ok(());
     }
     static REFUSED: AtomicBool = AtomicBool::new(false);
-    if !REFUSED.load(Ordering::Relaxed) {
-        let mut done = 0usize;
-        let mut retries = 0u32;
-        while done < len {
-            let local = libc::iovec {
-                // SAFETY: done < len, inside the bounce buffer.
-                iov_base: unsafe { dst.add(done) }.cast(),
-                iov_len: len - done,
-            };
-            let remote = libc::iovec {
-                iov_base: (src + done) as *mut libc::c_void,
-                iov_len: len - done,
-            };
-            // SAFETY: `local` names memory we own; the kernel validates `remote`.
-            let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
-            let res = libc_result(n);
-            match verdict(Way::CheckedCopy, res, len - done) {
-                Verdict::Complete(n) | Verdict::Short(n) => done += n,
-                Verdict::Retry(errno) => take_retry(&mut retries, errno).map_err(Error::Os)?,
-                Verdict::FallBack if done == 0 => {
-                    REFUSED.store(true, Ordering::Relaxed);
-                    break;
-                }
-                Verdict::FallBack => return Err(Error::Os(-res as i32)),
-                Verdict::Fail(errno) => return Err(Error::Os(errno)),
-                Verdict::Eof | Verdict::Miss => {
-                    crate::log_error!("internal error: a read verdict for a host copy");
-                    return Err(OpError::InternalError.into());
-                }
-            }
-        }
-        if done == len {
-            return Ok(());
-        }
+    let bounce = dst as usize;
+    let copied = kernel_copy(
+        &REFUSED,
+        len,
+        // SAFETY: `local` names the bounce's room for `len` bytes; the kernel
+        // validates `remote`, the caller's range.
+        |local, remote| unsafe { libc::process_vm_readv(libc::getpid(), local, 1, remote, 1, 0) },
+        bounce,
+        src,
+    );
+    if let Some(r) = copied {
+        return r;
     }
     // SAFETY: the bounce has room for `len` bytes; the caller promised a
     // source covering the request (the C contract) — the checked path above
     // is unavailable on this system.
     unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst, len) };
     Ok(())
+}
+
+/// Copy `len` bytes between the bounce at `bounce` and the caller's memory
+/// at `caller` with `call` (`process_vm_readv` or `process_vm_writev` on our
+/// own process, given the bounce's iovec and the caller's), resuming after
+/// short copies. None where the kernel refused the call itself (a seccomp
+/// filter; `refused` then remembers it for the process): the caller copies
+/// plainly. A bad caller range gives EFAULT.
+fn kernel_copy(
+    refused: &AtomicBool,
+    len: usize,
+    call: impl Fn(&libc::iovec, &libc::iovec) -> isize,
+    bounce: usize,
+    caller: usize,
+) -> Option<Result<()>> {
+    if refused.load(Ordering::Relaxed) {
+        return None;
+    }
+    let mut done = 0usize;
+    let mut retries = 0u32;
+    while done < len {
+        let local = libc::iovec {
+            iov_base: (bounce + done) as *mut libc::c_void,
+            iov_len: len - done,
+        };
+        let remote = libc::iovec {
+            iov_base: (caller + done) as *mut libc::c_void,
+            iov_len: len - done,
+        };
+        let res = libc_result(call(&local, &remote));
+        match verdict(Way::CheckedCopy, res, len - done) {
+            Verdict::Complete(n) | Verdict::Short(n) => done += n,
+            Verdict::Retry(errno) => {
+                if let Err(e) = take_retry(&mut retries, errno) {
+                    return Some(Err(Error::Os(e)));
+                }
+            }
+            Verdict::FallBack if done == 0 => {
+                refused.store(true, Ordering::Relaxed);
+                return None;
+            }
+            // Refused part-way: the system did not refuse the call itself.
+            Verdict::FallBack => return Some(Err(Error::Os(-res as i32))),
+            Verdict::Fail(errno) => return Some(Err(Error::Os(errno))),
+            Verdict::Eof | Verdict::Miss => {
+                crate::log_error!("internal error: a read verdict for a host copy");
+                return Some(Err(OpError::InternalError.into()));
+            }
+        }
+    }
+    Some(Ok(()))
 }
 
 /// The layout of Linux's `struct procmap_query` (include/uapi/linux/fs.h).
