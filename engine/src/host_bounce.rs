@@ -429,13 +429,12 @@ fn private_anon_readable(src: usize, len: usize) -> Option<bool> {
 /// Whether `[addr, addr + len)` lies wholly in private anonymous mappings
 /// whose flags include `want`, from Linux 6.11's PROCMAP_QUERY.
 fn private_anon(addr: usize, len: usize, want: u64) -> Option<bool> {
-    let dst = addr;
     if len == 0 || NO_QUERY.load(Ordering::Relaxed) {
         return None;
     }
-    let end = dst.checked_add(len)? as u64;
+    let end = addr.checked_add(len)? as u64;
     let fd = maps_fd()?;
-    let mut at = dst as u64;
+    let mut at = addr as u64;
     while at < end {
         let mut q = ProcmapQuery {
             size: std::mem::size_of::<ProcmapQuery>() as u64,

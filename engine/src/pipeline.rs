@@ -408,7 +408,9 @@ impl Engine {
             pieces(start, size, chunk).map(|(_, len)| len),
             done,
         ));
-        let total = pieces(start, size, chunk).count();
+        // The pieces `pieces` cuts: the multiples of `chunk` the range touches.
+        let total = ((start + size as u64 - 1) / chunk - start / chunk + 1) as usize;
+        debug_assert_eq!(total, pieces(start, size, chunk).count());
         let route = self.storage_bound(&req);
         let mut cuts = pieces(start, size, chunk).enumerate();
         // Where the page cache must be asked which pieces are cold, the

@@ -1459,6 +1459,26 @@ fn hot_inline_reads_and_threads_without_thp_read_straight() {
     std::fs::remove_file(&path).unwrap();
 }
 
+/// Both storage backends, for the tests of the workers' huge-page slots.
+const BOTH_BACKENDS: [hipfile_engine::storage::BackendSetting; 2] = [
+    hipfile_engine::storage::BackendSetting::Auto,
+    hipfile_engine::storage::BackendSetting::Posix,
+];
+
+/// Chunk sizes and the pieces of a 1 MiB transfer they cut: above the
+/// small-slot size (through a huge slot), and at it (straight).
+const SLOT_CASES: [(usize, u64); 2] = [(256 << 10, 4), (64 << 10, 16)];
+
+/// A two-worker engine with `chunk`-byte pieces on `backend`.
+fn cut_engine(chunk: usize, backend: hipfile_engine::storage::BackendSetting) -> Engine {
+    let cfg = Config {
+        chunk_bytes: chunk,
+        io_backend: backend,
+        ..small_config()
+    };
+    Engine::with_gpu(cfg, no_gpu()).unwrap()
+}
+
 #[test]
 fn cold_worker_reads_of_small_pages_go_through_huge_slots() {
     // The workers' pieces of a cold read into 4 KiB pages take a slot of
@@ -1468,23 +1488,15 @@ fn cold_worker_reads_of_small_pages_go_through_huge_slots() {
     let data = pattern(len, 53);
     let (path, f) = temp_file("worker-huge", &data);
     let thp = hipfile_engine::bounce::thp_allowed();
-    for backend in [
-        hipfile_engine::storage::BackendSetting::Auto,
-        hipfile_engine::storage::BackendSetting::Posix,
-    ] {
-        for (chunk, pieces) in [(256 << 10, 4), (64 << 10, 16)] {
+    for backend in BOTH_BACKENDS {
+        for (chunk, pieces) in SLOT_CASES {
             make_cold(&f);
             let file = Arc::new(File::probe(f.as_raw_fd()).unwrap());
             if file.direct().is_none() {
                 eprintln!("SKIPPED: {} has no O_DIRECT", path.display());
                 return;
             }
-            let cfg = Config {
-                chunk_bytes: chunk,
-                io_backend: backend,
-                ..small_config()
-            };
-            let e = Engine::with_gpu(cfg, no_gpu()).unwrap();
+            let e = cut_engine(chunk, backend);
             let (buf, at) = small_page_buffer(1 << 20, 0);
             // SAFETY: the memory named is owned by this test and outlives the call.
             let n = unsafe { e.read(&file, Memory::Host(at), 1 << 20, 1 << 20) }.unwrap();
@@ -1518,11 +1530,8 @@ fn o_direct_writes_from_small_pages_go_through_huge_slots() {
     let len = 1 << 20;
     let data = pattern(len, 59);
     let thp = hipfile_engine::bounce::thp_allowed();
-    for backend in [
-        hipfile_engine::storage::BackendSetting::Auto,
-        hipfile_engine::storage::BackendSetting::Posix,
-    ] {
-        for (chunk, pieces) in [(256 << 10, 4), (64 << 10, 16)] {
+    for backend in BOTH_BACKENDS {
+        for (chunk, pieces) in SLOT_CASES {
             let (path, _f) = temp_file("write-huge", &[]);
             let fd = open_rw(&path, true);
             let file = Arc::new(File::probe(fd.as_raw_fd()).unwrap());
@@ -1531,12 +1540,7 @@ fn o_direct_writes_from_small_pages_go_through_huge_slots() {
                 std::fs::remove_file(&path).unwrap();
                 return;
             }
-            let cfg = Config {
-                chunk_bytes: chunk,
-                io_backend: backend,
-                ..small_config()
-            };
-            let e = Engine::with_gpu(cfg, no_gpu()).unwrap();
+            let e = cut_engine(chunk, backend);
             let (src, at) = small_page_buffer(len, 0);
             let o = at - src.as_ptr() as usize;
             // SAFETY: the mapping is ours, writable, and `len + 8192` bytes long.

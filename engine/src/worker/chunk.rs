@@ -66,6 +66,13 @@ pub(super) struct Ctx<'a> {
     pub cached: fn(RawFd, u64, u64) -> Option<bool>,
 }
 
+/// Whether an O_DIRECT transfer of `[addr, addr + len)` of host memory goes
+/// through a huge-page slot of the worker's slab: the slab has huge pages
+/// and the range lies in scattered small ones ([`crate::host_bounce`]).
+fn via_huge_slot(ctx: &Ctx, addr: usize, len: usize) -> bool {
+    ctx.slab.huge() && crate::host_bounce::scattered(addr, len)
+}
+
 /// How the rest of a chunk may reach storage, learned as it goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Route {
@@ -357,10 +364,9 @@ impl ChunkIo {
                 // 2 MiB: past a few pages the disk spends more on the
                 // segments than the copy out costs (crate::host_bounce).
                 let scattered = host_aligned
-                    && ctx.slab.huge()
                     && match self.chunk.mem {
                         Memory::Host(p) => {
-                            crate::host_bounce::scattered(p + self.done, (stop - start) as usize)
+                            via_huge_slot(ctx, p + self.done, (stop - start) as usize)
                         }
                         Memory::Device { .. } => false,
                     };
@@ -415,7 +421,7 @@ impl ChunkIo {
     /// process's) fails the kernel's invalidation of those pages, which
     /// records EIO for every later fsync; and on a buffered descriptor the
     /// lazy O_DIRECT one is not even opened.
-    fn next_write(self, buf: Buf, ctx: &Ctx) -> Next {
+    fn next_write(mut self, buf: Buf, ctx: &Ctx) -> Next {
         let cur = self.chunk.file_offset + self.done as u64;
         let rem = (self.chunk.len - self.done) as u64;
         let Some(src) = self.addr(&buf, self.done, ctx) else {
@@ -438,12 +444,10 @@ impl ChunkIo {
         // the worker's other writes are at the disk (crate::host_bounce).
         if fd != file.buffered_fd
             && matches!(buf, Buf::Caller)
-            && ctx.slab.huge()
-            && crate::host_bounce::scattered(src as usize, rem as usize)
+            && via_huge_slot(ctx, src as usize, rem as usize)
         {
-            let mut io = self;
-            io.enter(Stage::Slot, ctx);
-            return Next::Slot(AwaitSlot(io));
+            self.enter(Stage::Slot, ctx);
+            return Next::Slot(AwaitSlot(self));
         }
         let op = Op::Write {
             fd,

@@ -33,6 +33,12 @@ impl Drop for Slot {
     }
 }
 
+/// Whether a slot of `bytes` holds `len` bytes of data, widened at both ends
+/// to the O_DIRECT alignment.
+fn holds(bytes: usize, len: usize) -> bool {
+    bytes >= len + 2 * crate::file::MAX_DIO_ALIGN
+}
+
 /// The free slots of a slab, by size class (smallest class first).
 pub(super) struct Slots {
     free: Vec<Vec<usize>>,
@@ -64,14 +70,12 @@ impl Slots {
     /// The engine cuts no piece longer than a chunk, and the largest class
     /// holds a chunk: a longer one would wait for a slot forever.
     pub(super) fn could_hold(&self, len: usize) -> bool {
-        let pad = 2 * crate::file::MAX_DIO_ALIGN;
-        self.classes.iter().any(|&(_, bytes)| bytes >= len + pad)
+        self.classes.iter().any(|&(_, bytes)| holds(bytes, len))
     }
 
     /// The smallest class with a free slot that holds `len` bytes of data.
     pub(super) fn fitting_class(&self, len: usize) -> Option<usize> {
-        let pad = 2 * crate::file::MAX_DIO_ALIGN;
-        (0..self.free.len()).find(|&k| self.classes[k].1 >= len + pad && !self.free[k].is_empty())
+        (0..self.free.len()).find(|&k| holds(self.classes[k].1, len) && !self.free[k].is_empty())
     }
 
     /// A free slot of the smallest class that holds `len` bytes of data.
