@@ -1544,7 +1544,18 @@ fn o_direct_writes_from_small_pages_go_through_huge_slots() {
             let (src, at) = small_page_buffer(len, 0);
             let o = at - src.as_ptr() as usize;
             // SAFETY: the mapping is ours, writable, and `len + 8192` bytes long.
-            unsafe { std::slice::from_raw_parts_mut(src.base.add(o), len) }.copy_from_slice(&data);
+            let bytes = unsafe { std::slice::from_raw_parts_mut(src.base.add(o), len) };
+            // The even pages touched first, then the odd ones, so that no two
+            // neighbouring pages get neighbouring frames: where the library
+            // may see frame numbers (root), pages faulted in order can come
+            // out physically contiguous, and such a source is rightly written
+            // straight.
+            for first in [0, 1] {
+                for page in bytes.chunks_mut(4096).skip(first).step_by(2) {
+                    page[0] = 1;
+                }
+            }
+            bytes.copy_from_slice(&data);
             // SAFETY: the memory named is owned by this test and outlives the call.
             let n = unsafe { e.write(&file, Memory::Host(at), len, 1 << 20) }.unwrap();
             assert_eq!(n, len);
